@@ -1,0 +1,20 @@
+"""The graph-ingest command line. Commands stay thin: parse, build settings, call a function."""
+
+import logging
+
+import click
+
+from graph_ingest import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="graph-ingest")
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+def cli(verbose: int) -> None:
+    """Ingest documents into a Neo4j knowledge graph through frozen, fingerprinted plans.
+
+    Settings come from environment variables prefixed GRAPH_INGEST_ (nested with "__"),
+    e.g. GRAPH_INGEST_KAFKA__BOOTSTRAP_SERVERS or GRAPH_INGEST_STACK__RUN_DIR.
+    """
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

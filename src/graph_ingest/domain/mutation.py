@@ -1,0 +1,107 @@
+"""Graph mutations: what a plan asks the graph to become. Identity is stable and application-owned."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from graph_ingest.domain.identifiers import Identifier, validate_identifier
+from graph_ingest.domain.model import FrozenModel
+
+Scalar = str | int | float | bool
+PropertyValue = Scalar | list[Scalar] | None
+
+
+def _validate_property_names(properties: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
+    for name in properties:
+        validate_identifier(name, what="property name")
+    return properties
+
+
+class NodeUpsert(FrozenModel):
+    node_id: str = Field(min_length=1)
+    labels: tuple[Identifier, ...] = ()
+    properties: dict[str, PropertyValue] = Field(default_factory=dict)
+
+    @field_validator("properties")
+    @classmethod
+    def check_property_names(cls, value: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
+        return _validate_property_names(value)
+
+
+class EdgeKey(FrozenModel):
+    """Edge identity: (src, type, dst, rank)."""
+
+    src: str = Field(min_length=1)
+    type: Identifier
+    dst: str = Field(min_length=1)
+    rank: int = 0
+
+    def sort_key(self) -> tuple[str, str, str, int]:
+        return (self.src, self.type, self.dst, self.rank)
+
+    def __str__(self) -> str:
+        return f"({self.src})-[:{self.type}#{self.rank}]->({self.dst})"
+
+
+class EdgeUpsert(FrozenModel):
+    src: str = Field(min_length=1)
+    type: Identifier
+    dst: str = Field(min_length=1)
+    rank: int = 0
+    properties: dict[str, PropertyValue] = Field(default_factory=dict)
+
+    @field_validator("properties")
+    @classmethod
+    def check_property_names(cls, value: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
+        return _validate_property_names(value)
+
+    @property
+    def key(self) -> EdgeKey:
+        return EdgeKey(src=self.src, type=self.type, dst=self.dst, rank=self.rank)
+
+
+class Mutation(FrozenModel):
+    """Apply order: edge deletes, node deletes, node upserts, edge upserts."""
+
+    node_upserts: tuple[NodeUpsert, ...] = ()
+    edge_upserts: tuple[EdgeUpsert, ...] = ()
+    node_deletes: tuple[str, ...] = ()
+    edge_deletes: tuple[EdgeKey, ...] = ()
+    detach_deleted_nodes: bool = False
+
+    @model_validator(mode="after")
+    def check_unique_identities(self) -> Mutation:
+        _reject_duplicates("node upsert", [n.node_id for n in self.node_upserts])
+        _reject_duplicates("edge upsert", [str(e.key) for e in self.edge_upserts])
+        _reject_duplicates("node delete", list(self.node_deletes))
+        _reject_duplicates("edge delete", [str(e) for e in self.edge_deletes])
+        both = self.upserted_node_ids() & set(self.node_deletes)
+        if both:
+            raise ValueError(f"nodes both upserted and deleted: {sorted(both)[:5]}")
+        return self
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.node_upserts or self.edge_upserts or self.node_deletes or self.edge_deletes)
+
+    @property
+    def element_count(self) -> int:
+        return (
+            len(self.node_upserts)
+            + len(self.edge_upserts)
+            + len(self.node_deletes)
+            + len(self.edge_deletes)
+        )
+
+    def upserted_node_ids(self) -> frozenset[str]:
+        return frozenset(n.node_id for n in self.node_upserts)
+
+    def upserted_edge_keys(self) -> frozenset[EdgeKey]:
+        return frozenset(e.key for e in self.edge_upserts)
+
+
+def _reject_duplicates(what: str, identities: list[str]) -> None:
+    seen: set[str] = set()
+    repeated = sorted({i for i in identities if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
+    if repeated:
+        raise ValueError(f"duplicate {what} identities: {repeated[:5]}")

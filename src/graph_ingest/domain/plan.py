@@ -1,0 +1,172 @@
+"""The frozen ingestion plan: the unit of work every retry, replay and resume re-applies."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from graph_ingest.domain.errors import FingerprintMismatch
+from graph_ingest.domain.fingerprint import fingerprint_of
+from graph_ingest.domain.identifiers import Identifier
+from graph_ingest.domain.model import FrozenModel
+from graph_ingest.domain.mutation import EdgeKey, Mutation
+from graph_ingest.domain.state import DocumentState, EntityRegistration
+
+
+class PlanKind(StrEnum):
+    INGESTION = "INGESTION"
+    RETRACTION = "RETRACTION"
+    NO_OP = "NO_OP"
+
+
+class GraphOptions(FrozenModel):
+    """Routing in the graph: which database, and the base label every node of the plan carries."""
+
+    database: Identifier = "neo4j"
+    node_label: Identifier = "Entity"
+
+
+class Provenance(FrozenModel):
+    """Who planned it. Not part of the fingerprint: re-planning elsewhere may not change identity."""
+
+    extractor: str = "unknown"
+    model: str | None = None
+    prompt_version: str | None = None
+
+
+class IngestionPlan(FrozenModel):
+    kind: PlanKind
+    space: Identifier
+    document_id: str = Field(min_length=1)
+    document_version: str
+    operation_id: str = Field(min_length=1)
+    expected_revision: int = Field(ge=0)
+    graph: GraphOptions = GraphOptions()
+    mutation: Mutation = Mutation()
+    next_state: DocumentState
+    registrations: tuple[EntityRegistration, ...] = ()
+    provenance: Provenance = Provenance()
+    created_at: datetime
+    fingerprint: str
+
+    @model_validator(mode="after")
+    def check_consistency(self) -> IngestionPlan:
+        state = self.next_state
+        problems = []
+        if (state.space, state.document_id) != (self.space, self.document_id):
+            problems.append("next_state names another document")
+        if state.revision != self.expected_revision + 1:
+            problems.append(
+                f"next_state.revision {state.revision} != expected_revision + 1 "
+                f"({self.expected_revision + 1})"
+            )
+        if state.operation_id != self.operation_id:
+            problems.append("next_state.operation_id differs from operation_id")
+        if any(r.space != self.space for r in self.registrations):
+            problems.append("a registration names another space")
+        if self.kind is PlanKind.NO_OP and not self.mutation.is_empty:
+            problems.append("a NO_OP plan must not mutate the graph")
+        if problems:
+            raise ValueError("inconsistent plan: " + "; ".join(problems))
+        return self
+
+    @property
+    def key(self) -> str:
+        return f"{self.space}/{self.document_id}"
+
+    def business_content(self) -> dict[str, Any]:
+        return business_content_of(self)
+
+    def computed_fingerprint(self) -> str:
+        return fingerprint_of(self.business_content())
+
+    def verify_fingerprint(self) -> None:
+        actual = self.computed_fingerprint()
+        if actual != self.fingerprint:
+            raise FingerprintMismatch(
+                f"plan {self.operation_id}: carried fingerprint {self.fingerprint} "
+                f"!= recomputed {actual}"
+            )
+
+    @classmethod
+    def freeze(cls, **fields: Any) -> IngestionPlan:
+        """Build a plan from its fields and seal it with its fingerprint."""
+        fields.setdefault("created_at", datetime.now(UTC))
+        draft = cls.model_validate({**fields, "fingerprint": "unsealed"})
+        return draft.model_copy(update={"fingerprint": draft.computed_fingerprint()})
+
+
+def _edge(key: EdgeKey) -> list[Any]:
+    return [key.src, key.type, key.dst, key.rank]
+
+
+def _edges(keys: tuple[EdgeKey, ...]) -> list[list[Any]]:
+    return sorted((_edge(k) for k in keys), key=lambda e: (e[0], e[1], e[2], e[3]))
+
+
+def business_content_of(plan: IngestionPlan) -> dict[str, Any]:
+    """Everything that decides what the plan does, with sets sorted; no timestamps, no provenance."""
+    m = plan.mutation
+    s = plan.next_state
+    return {
+        "kind": plan.kind.value,
+        "space": plan.space,
+        "document_id": plan.document_id,
+        "document_version": plan.document_version,
+        "expected_revision": plan.expected_revision,
+        "graph": plan.graph.model_dump(mode="json"),
+        "mutation": {
+            "node_upserts": sorted(
+                (
+                    {"node_id": n.node_id, "labels": sorted(set(n.labels)), "properties": n.properties}
+                    for n in m.node_upserts
+                ),
+                key=lambda n: str(n["node_id"]),
+            ),
+            "edge_upserts": sorted(
+                ({"edge": _edge(e.key), "properties": e.properties} for e in m.edge_upserts),
+                key=lambda e: (e["edge"][0], e["edge"][1], e["edge"][2], e["edge"][3]),
+            ),
+            "node_deletes": sorted(m.node_deletes),
+            "edge_deletes": _edges(m.edge_deletes),
+            "detach_deleted_nodes": m.detach_deleted_nodes,
+        },
+        "next_state": {
+            "revision": s.revision,
+            "content_hash": s.content_hash,
+            "document_version": s.document_version,
+            "node_ids": sorted(set(s.node_ids)),
+            "edge_keys": _edges(s.edge_keys),
+            "superseded_edge_keys": _edges(s.superseded_edge_keys),
+            "fact_sources": sorted(
+                (
+                    {
+                        "fact_id": f.fact_id,
+                        "kind": f.kind.value,
+                        "evidence": sorted(
+                            ({"quote": e.quote, "start": e.start, "end": e.end} for e in f.evidence),
+                            key=lambda e: (e["start"], e["end"], e["quote"]),
+                        ),
+                    }
+                    for f in s.fact_sources
+                ),
+                key=lambda f: (f["kind"], f["fact_id"]),
+            ),
+        },
+        "registrations": sorted(
+            (
+                {
+                    "entity_type": r.entity_type,
+                    "name": r.name,
+                    "normalized_name": r.normalized_name,
+                    "node_id": r.node_id,
+                    "aliases": sorted(set(r.aliases)),
+                }
+                for r in plan.registrations
+            ),
+            key=lambda r: (r["entity_type"], r["normalized_name"], r["node_id"]),
+        ),
+    }

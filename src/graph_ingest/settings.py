@@ -1,0 +1,174 @@
+"""Every tunable in one place: pydantic-settings, env prefix GRAPH_INGEST_, nested with "__".
+
+Examples: GRAPH_INGEST_KAFKA__BOOTSTRAP_SERVERS=host:9092, GRAPH_INGEST_APPLIER__BATCH_MAX_PLANS=50,
+GRAPH_INGEST_STACK__KAFKA_PORT=29092. Client addresses default to the local stack's ports, so
+changing a stack port moves the clients with it unless they are set explicitly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from graph_ingest.domain.identifiers import Identifier
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StackSettings(_Section):
+    """The local, Docker-free stack: where it lives and which ports it takes."""
+
+    run_dir: Path = Path(".graph-ingest")
+    cache_dir: Path = Path.home() / ".cache" / "graph-ingest"
+    kafka_version: str = "4.1.1"
+    neo4j_version: str = "5.26.19"
+    kafka_port: int = 39092
+    kafka_controller_port: int = 39093
+    neo4j_bolt_port: int = 37687
+    postgres_port: int = 35432
+    startup_timeout_s: float = 120.0
+
+
+class KafkaSettings(_Section):
+    bootstrap_servers: str = "127.0.0.1:39092"
+    client_id: str = "graph-ingest"
+    session_timeout_ms: int = 10_000
+    max_poll_interval_ms: int = 300_000
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="passed verbatim to librdkafka (e.g. security settings)"
+    )
+
+    def common_config(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap_servers, "client.id": self.client_id, **self.extra}
+
+    def producer_config(self, **overrides: Any) -> dict[str, Any]:
+        return {
+            **self.common_config(),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "compression.type": "lz4",
+            **overrides,
+        }
+
+    def consumer_config(self, group_id: str, **overrides: Any) -> dict[str, Any]:
+        return {
+            **self.common_config(),
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "session.timeout.ms": self.session_timeout_ms,
+            "max.poll.interval.ms": self.max_poll_interval_ms,
+            "partition.assignment.strategy": "cooperative-sticky",
+            **overrides,
+        }
+
+
+class TopicSettings(_Section):
+    plans: str = "ingestion.plans"
+    operations: str = "ingestion.operations"
+    plan_partitions: int = Field(default=6, ge=1)
+    operation_partitions: int = Field(default=6, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
+    operations_segment_ms: int = Field(
+        default=3_600_000, description="segment roll time of the compacted operation log"
+    )
+    operations_min_compaction_lag_ms: int = 0
+
+
+class Neo4jSettings(_Section):
+    uri: str = "bolt://127.0.0.1:37687"
+    user: str = "neo4j"
+    password: SecretStr | None = None
+    database: Identifier = "neo4j"
+    max_connection_pool_size: int = 20
+    connection_timeout_s: float = 5.0
+    transaction_timeout_s: float = 60.0
+
+    def auth(self) -> tuple[str, str] | None:
+        return None if self.password is None else (self.user, self.password.get_secret_value())
+
+
+class PostgresSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = 35432
+    dbname: str = "postgres"
+    user: str = "postgres"
+    password: SecretStr | None = None
+    schema_name: Identifier = "graph_ingest"
+    connect_timeout_s: int = 5
+    pool_min_size: int = 1
+    pool_max_size: int = 4
+
+    def conninfo(self) -> str:
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(
+            host=self.host,
+            port=self.port,
+            dbname=self.dbname,
+            user=self.user,
+            password=self.password.get_secret_value() if self.password else None,
+            connect_timeout=self.connect_timeout_s,
+            options=f"-c search_path={self.schema_name}",
+            application_name="graph-ingest",
+        )
+
+
+class ApplierSettings(_Section):
+    group_id: str = "graph-ingest-applier"
+    batch_max_plans: int = Field(default=200, ge=1)
+    batch_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    batch_linger_s: float = Field(default=0.05, ge=0)
+    poll_timeout_s: float = Field(default=0.5, gt=0)
+    retry_initial_backoff_s: float = Field(default=0.5, gt=0)
+    retry_max_backoff_s: float = Field(default=30.0, gt=0)
+
+
+class RelaySettings(_Section):
+    batch_size: int = Field(default=500, ge=1)
+    idle_poll_interval_s: float = Field(default=0.1, gt=0)
+    flush_timeout_s: float = Field(default=30.0, gt=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="GRAPH_INGEST_", env_nested_delimiter="__", frozen=True, extra="ignore"
+    )
+
+    stack: StackSettings = StackSettings()
+    kafka: KafkaSettings = KafkaSettings()
+    topics: TopicSettings = TopicSettings()
+    neo4j: Neo4jSettings = Neo4jSettings()
+    postgres: PostgresSettings = PostgresSettings()
+    applier: ApplierSettings = ApplierSettings()
+    relay: RelaySettings = RelaySettings()
+
+    @model_validator(mode="after")
+    def clients_follow_stack_ports(self) -> Settings:
+        """Unless set explicitly, client addresses point at the local stack's ports."""
+        stack = self.stack
+        if "bootstrap_servers" not in self.kafka.model_fields_set:
+            object.__setattr__(
+                self,
+                "kafka",
+                self.kafka.model_copy(update={"bootstrap_servers": f"127.0.0.1:{stack.kafka_port}"}),
+            )
+        if "uri" not in self.neo4j.model_fields_set:
+            object.__setattr__(
+                self,
+                "neo4j",
+                self.neo4j.model_copy(update={"uri": f"bolt://127.0.0.1:{stack.neo4j_bolt_port}"}),
+            )
+        if "port" not in self.postgres.model_fields_set:
+            object.__setattr__(
+                self, "postgres", self.postgres.model_copy(update={"port": stack.postgres_port})
+            )
+        return self
