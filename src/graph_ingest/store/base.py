@@ -1,0 +1,150 @@
+"""The bookkeeping store's contract: one unit of work per apply step, lists in and out.
+
+The applier decides (domain logic); the store only reads and writes, inside one transaction per
+``unit_of_work()``. Every call takes a list so a batch of plans costs one round of statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.state import DocumentState, EntityRegistration
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import GraphIngestError
+
+OperationEventEncoder = Callable[[Operation], bytes]
+
+
+class StoreError(GraphIngestError):
+    """Raised by store adapters; driver errors are translated into this tree (with a code)."""
+
+
+class RegistryConflict(StoreError):
+    """A registration would reassign a name to another node, or change a node's type.
+
+    It rejects the whole batch of registrations it came in (the applier then splits the batch to
+    find the plan that carries it).
+    """
+
+    code = StatusCode.FAILED_PRECONDITION
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedRevision:
+    """The current committed state of a document, as far as the apply algorithm needs it."""
+
+    space: str
+    document_id: str
+    revision: int
+    operation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewOperation:
+    operation: Operation
+    plan_bytes: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxMessage:
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: dict[str, str]
+    operation_id: str | None = None
+    sequence: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedMessage:
+    """A message that can never apply: kept with its raw bytes and the reason."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    code: StatusCode
+    error_class: str
+    message: str
+    operation_id: str | None = None
+
+
+class UnitOfWork(Protocol):
+    """One PostgreSQL transaction. Leaving the ``with`` block commits; an exception rolls back."""
+
+    def insert_operations(self, new: Sequence[NewOperation]) -> None:
+        """Create operations with their frozen plans; an existing operation_id is left untouched
+        (first writer wins) and does not emit any event."""
+
+    def lock_operations(self, operation_ids: Sequence[str]) -> dict[str, Operation]:
+        """Read (SELECT … FOR UPDATE) the operations that exist, keyed by id."""
+
+    def save_operations(self, operations: Sequence[Operation]) -> None:
+        """Persist new snapshots (stage, sequence, attempts, error, times) and write each one as an
+        event to the outbox for the operations topic in this same transaction. A snapshot whose
+        sequence is not exactly stored+1 raises StoreError (a zombie lost a race)."""
+
+    def document_revisions(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], CommittedRevision]:
+        """Current committed revision of each (space, document_id) that has one."""
+
+    def register_entities(self, registrations: Sequence[EntityRegistration]) -> None:
+        """Upsert registry rows. Same (space, type, normalized name) with the same node: aliases
+        union. Another node for that name, or a known node under another type: RegistryConflict,
+        and nothing of the call is written."""
+
+    def commit_document_states(self, states: Sequence[DocumentState]) -> set[tuple[str, str]]:
+        """Compare-and-set each document's current state to ``state`` where its current revision is
+        ``state.revision - 1`` (absent counts as 0). Also writes a history row and replaces the
+        document's fact sources. Returns the keys whose CAS failed (nothing written for them)."""
+
+    def ensure_history(self, states: Sequence[DocumentState]) -> None:
+        """Insert history rows that are missing (repair after a crash between commit steps)."""
+
+    def parked_behind(
+        self, keys: Sequence[tuple[str, str, int]]
+    ) -> list[tuple[Operation, bytes]]:
+        """Operations PARKED for (space, document_id, expected_revision), with their plan bytes."""
+
+    def enqueue(self, messages: Sequence[OutboxMessage]) -> None:
+        """Append raw messages to the outbox (e.g. re-publishing a released plan)."""
+
+    def record_rejected(self, rejected: Sequence[RejectedMessage]) -> None:
+        """Keep messages that can never apply, idempotently by (topic, partition, offset)."""
+
+
+class OperationStore(Protocol):
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
+
+    def get_operation(self, operation_id: str) -> Operation | None: ...
+
+    def get_plan_bytes(self, operation_id: str) -> bytes | None: ...
+
+    def get_document_state(self, space: str, document_id: str) -> DocumentState | None: ...
+
+    def document_history(self, space: str, document_id: str) -> list[DocumentState]: ...
+
+    def list_rejected(self, limit: int = 100) -> list[RejectedMessage]: ...
+
+
+__all__ = [
+    "CommittedRevision",
+    "NewOperation",
+    "OperationEventEncoder",
+    "OperationStore",
+    "OutboxMessage",
+    "RegistryConflict",
+    "RejectedMessage",
+    "StoreError",
+    "UnitOfWork",
+]
