@@ -44,7 +44,11 @@ class KafkaSettings(_Section):
     )
 
     def common_config(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap_servers, "client.id": self.client_id, **self.extra}
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            "client.id": self.client_id,
+            **self.extra,
+        }
 
     def producer_config(self, **overrides: Any) -> dict[str, Any]:
         return {
@@ -159,7 +163,9 @@ class Settings(BaseSettings):
             object.__setattr__(
                 self,
                 "kafka",
-                self.kafka.model_copy(update={"bootstrap_servers": f"127.0.0.1:{stack.kafka_port}"}),
+                self.kafka.model_copy(
+                    update={"bootstrap_servers": f"127.0.0.1:{stack.kafka_port}"}
+                ),
             )
         if "uri" not in self.neo4j.model_fields_set:
             object.__setattr__(

@@ -82,7 +82,9 @@ class Mutation(FrozenModel):
 
     @property
     def is_empty(self) -> bool:
-        return not (self.node_upserts or self.edge_upserts or self.node_deletes or self.edge_deletes)
+        return not (
+            self.node_upserts or self.edge_upserts or self.node_deletes or self.edge_deletes
+        )
 
     @property
     def element_count(self) -> int:

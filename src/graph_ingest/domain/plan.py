@@ -121,7 +121,11 @@ def business_content_of(plan: IngestionPlan) -> dict[str, Any]:
         "mutation": {
             "node_upserts": sorted(
                 (
-                    {"node_id": n.node_id, "labels": sorted(set(n.labels)), "properties": n.properties}
+                    {
+                        "node_id": n.node_id,
+                        "labels": sorted(set(n.labels)),
+                        "properties": n.properties,
+                    }
                     for n in m.node_upserts
                 ),
                 key=lambda n: str(n["node_id"]),
@@ -147,7 +151,10 @@ def business_content_of(plan: IngestionPlan) -> dict[str, Any]:
                         "fact_id": f.fact_id,
                         "kind": f.kind.value,
                         "evidence": sorted(
-                            ({"quote": e.quote, "start": e.start, "end": e.end} for e in f.evidence),
+                            (
+                                {"quote": e.quote, "start": e.start, "end": e.end}
+                                for e in f.evidence
+                            ),
                             key=lambda e: (e["start"], e["end"], e["quote"]),
                         ),
                     }

@@ -107,9 +107,7 @@ class UnitOfWork(Protocol):
     def ensure_history(self, states: Sequence[DocumentState]) -> None:
         """Insert history rows that are missing (repair after a crash between commit steps)."""
 
-    def parked_behind(
-        self, keys: Sequence[tuple[str, str, int]]
-    ) -> list[tuple[Operation, bytes]]:
+    def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[tuple[Operation, bytes]]:
         """Operations PARKED for (space, document_id, expected_revision), with their plan bytes."""
 
     def enqueue(self, messages: Sequence[OutboxMessage]) -> None:
