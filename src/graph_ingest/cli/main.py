@@ -18,3 +18,16 @@ def cli(verbose: int) -> None:
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _register() -> None:
+    from graph_ingest.cli.admin import db, topics
+    from graph_ingest.cli.demo import demo
+    from graph_ingest.cli.operations import publish_plan, status
+    from graph_ingest.cli.worker import worker
+
+    for command in (topics, db, worker, publish_plan, status, demo):
+        cli.add_command(command)
+
+
+_register()

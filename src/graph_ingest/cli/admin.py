@@ -1,0 +1,53 @@
+"""`graph-ingest topics …` and `graph-ingest db …`: one-off setup commands, all idempotent."""
+
+import click
+
+from graph_ingest.cli.exit_codes import reports_errors
+from graph_ingest.settings import Settings
+
+
+@click.group()
+def topics() -> None:
+    """Kafka topics of the pipeline."""
+
+
+@topics.command("create")
+@reports_errors
+def topics_create() -> None:
+    """Create the plans topic and the compacted operation log (idempotent).
+
+    Partitions, names and retention come from GRAPH_INGEST_TOPICS__* settings.
+
+    \b
+    Example:
+      GRAPH_INGEST_TOPICS__PLAN_PARTITIONS=12 graph-ingest topics create
+    """
+    from graph_ingest.kafka.admin import ensure_topics
+
+    for report in ensure_topics(Settings()):
+        click.echo(str(report))
+
+
+@click.group()
+def db() -> None:
+    """PostgreSQL schema of the pipeline."""
+
+
+@db.command("migrate")
+@reports_errors
+def db_migrate() -> None:
+    """Apply pending schema migrations (idempotent; safe to run from several workers at once).
+
+    \b
+    Example:
+      GRAPH_INGEST_POSTGRES__SCHEMA_NAME=graph_ingest graph-ingest db migrate
+    """
+    from graph_ingest.store.migrate import migrate
+
+    settings = Settings()
+    applied = migrate(settings.postgres)
+    schema = settings.postgres.schema_name
+    if applied:
+        click.echo(f"schema {schema}: applied {', '.join(applied)}")
+    else:
+        click.echo(f"schema {schema}: up to date")

@@ -1,0 +1,47 @@
+"""`graph-ingest worker …`: long-running consumer-group processes."""
+
+import click
+
+from graph_ingest.cli.signals import stop_on_signals
+from graph_ingest.settings import Settings
+
+
+@click.group()
+def worker() -> None:
+    """Run a pipeline worker until SIGTERM/SIGINT (it finishes the batch in hand, then exits)."""
+
+
+@worker.command("applier")
+def applier() -> None:
+    """Apply frozen plans from the plans topic to Neo4j and PostgreSQL.
+
+    Run several (same GRAPH_INGEST_APPLIER__GROUP_ID) to share the partitions.
+
+    \b
+    Example:
+      GRAPH_INGEST_APPLIER__BATCH_MAX_PLANS=200 graph-ingest worker applier
+    """
+    from graph_ingest.consumers.wiring import run_applier
+
+    run_applier(Settings(), stop_on_signals())
+
+
+@worker.command("relay")
+def relay() -> None:
+    """Publish the PostgreSQL outbox, in order, to Kafka (operation log, released plans).
+
+    One relay per schema is active at a time; a second one waits as a hot standby.
+
+    \b
+    Example:
+      graph-ingest -v worker relay
+    """
+    from graph_ingest.producers.relay import OutboxRelay
+
+    settings = Settings()
+    relay = OutboxRelay(settings)
+    relay.start()
+    try:
+        relay.run(stop_on_signals())
+    finally:
+        relay.close()

@@ -1,0 +1,135 @@
+"""Sample plans for the demo and the tests: small documents about people and companies.
+
+This is a hand-rolled stand-in for the planner (a later capability): it turns a list of
+entities and relations into a frozen plan against the document's previous state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from graph_ingest.domain.fingerprint import fingerprint_of
+from graph_ingest.domain.ids import content_hash, derive_operation_id
+from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert
+from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind, Provenance
+from graph_ingest.domain.state import (
+    DocumentState,
+    EntityRegistration,
+    Evidence,
+    FactKind,
+    FactSource,
+    fact_id_of,
+    normalize_name,
+)
+
+
+@dataclass(frozen=True)
+class Entity:
+    type: str
+    name: str
+    aliases: tuple[str, ...] = ()
+
+    def node_id(self, space: str) -> str:
+        return f"{space}:{self.type.lower()}:{normalize_name(self.name).replace(' ', '-')}"
+
+
+@dataclass(frozen=True)
+class Relation:
+    src: Entity
+    type: str
+    dst: Entity
+
+
+def sample_plan(
+    space: str,
+    document_id: str,
+    text: str,
+    entities: Sequence[Entity],
+    relations: Sequence[Relation],
+    *,
+    previous: DocumentState | None = None,
+    graph: GraphOptions | None = None,
+) -> IngestionPlan:
+    """Plan the document against ``previous`` (None for a new document): upsert what it says now,
+    delete the edges the previous version said and this one no longer does."""
+    nodes = [
+        NodeUpsert(
+            node_id=e.node_id(space),
+            labels=(e.type,),
+            properties={"name": e.name, "space": space},
+        )
+        for e in entities
+    ]
+    edges = [
+        EdgeUpsert(src=r.src.node_id(space), type=r.type, dst=r.dst.node_id(space))
+        for r in relations
+    ]
+    edge_keys = tuple(e.key for e in edges)
+    superseded = tuple(k for k in (previous.edge_keys if previous else ()) if k not in edge_keys)
+    expected = previous.revision if previous else 0
+    extraction = fingerprint_of(
+        {
+            "entities": sorted([e.type, e.name] for e in entities),
+            "relations": sorted([r.src.name, r.type, r.dst.name] for r in relations),
+        }
+    )
+    digest = content_hash(text)
+    operation_id = derive_operation_id(space, document_id, expected, digest, extraction)
+    version = str(expected + 1)
+    state = DocumentState(
+        space=space,
+        document_id=document_id,
+        revision=expected + 1,
+        operation_id=operation_id,
+        content_hash=digest,
+        document_version=version,
+        node_ids=tuple(n.node_id for n in nodes),
+        edge_keys=edge_keys,
+        superseded_edge_keys=superseded,
+        fact_sources=tuple(
+            [_fact(n.node_id, FactKind.NODE, text, n.properties["name"]) for n in nodes]
+            + [_fact(fact_id_of(k), FactKind.EDGE, text, k.type) for k in edge_keys]
+        ),
+    )
+    return IngestionPlan.freeze(
+        kind=PlanKind.INGESTION,
+        space=space,
+        document_id=document_id,
+        document_version=version,
+        operation_id=operation_id,
+        expected_revision=expected,
+        graph=graph or GraphOptions(),
+        mutation=Mutation(
+            node_upserts=tuple(nodes), edge_upserts=tuple(edges), edge_deletes=superseded
+        ),
+        next_state=state,
+        registrations=tuple(
+            EntityRegistration(
+                space=space,
+                entity_type=e.type,
+                name=e.name,
+                normalized_name=normalize_name(e.name),
+                node_id=e.node_id(space),
+                aliases=e.aliases,
+            )
+            for e in entities
+        ),
+        provenance=Provenance(extractor="demo-samples", model=None, prompt_version=None),
+    )
+
+
+def _fact(fact_id: str, kind: FactKind, text: str, needle: object) -> FactSource:
+    start = text.find(str(needle))
+    evidence = (
+        (Evidence(quote=str(needle), start=start, end=start + len(str(needle))),)
+        if start >= 0
+        else ()
+    )
+    return FactSource(fact_id=fact_id, kind=kind, evidence=evidence)
+
+
+def edge_key(space: str, relation: Relation) -> EdgeKey:
+    return EdgeKey(
+        src=relation.src.node_id(space), type=relation.type, dst=relation.dst.node_id(space)
+    )

@@ -1,0 +1,20 @@
+"""Classify once: every exception becomes a status code; retry advice follows from the code."""
+
+from pydantic import ValidationError
+
+from graph_ingest.domain.operation import ErrorInfo
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import GraphIngestError
+
+
+def classify(exc: BaseException) -> StatusCode:
+    """Adapters translate driver errors into GraphIngestError; anything else is a bug (INTERNAL)."""
+    if isinstance(exc, GraphIngestError):
+        return exc.code
+    if isinstance(exc, ValidationError):
+        return StatusCode.INVALID_ARGUMENT
+    return StatusCode.INTERNAL
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    return ErrorInfo(code=classify(exc), error_class=type(exc).__name__, message=str(exc)[:2000])
