@@ -29,12 +29,13 @@ def validate_identifier(value: str, *, what: str = "identifier") -> str:
     return value
 
 
-def _identifier(value: str) -> str:
-    # pydantic turns ValueError into a ValidationError; InvalidIdentifier is not one, so re-raise.
+def model_identifier(value: str, what: str = "identifier") -> str:
+    """validate_identifier for pydantic validators, which turn only ValueError into a
+    ValidationError (InvalidIdentifier is not one)."""
     try:
-        return validate_identifier(value)
+        return validate_identifier(value, what=what)
     except InvalidIdentifier as exc:
         raise ValueError(str(exc)) from exc
 
 
-Identifier = Annotated[str, AfterValidator(_identifier)]
+Identifier = Annotated[str, AfterValidator(model_identifier)]

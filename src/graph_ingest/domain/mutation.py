@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from graph_ingest.domain.identifiers import Identifier, validate_identifier
+from graph_ingest.domain.identifiers import Identifier, model_identifier
 from graph_ingest.domain.model import FrozenModel
 
 Scalar = str | int | float | bool
@@ -13,7 +13,7 @@ PropertyValue = Scalar | list[Scalar] | None
 
 def _validate_property_names(properties: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
     for name in properties:
-        validate_identifier(name, what="property name")
+        model_identifier(name, what="property name")
     return properties
 
 

@@ -1,0 +1,87 @@
+import pytest
+from pydantic import ValidationError
+
+from graph_ingest.domain.errors import IllegalTransition, InvalidIdentifier
+from graph_ingest.domain.identifiers import validate_identifier
+from graph_ingest.domain.ids import derive_operation_id
+from graph_ingest.domain.mutation import EdgeUpsert, Mutation, NodeUpsert
+from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage, check_transition
+from tests.unit.plans import plan_for
+
+
+@pytest.mark.parametrize("bad", ["a-b", "x) DETACH DELETE n //", "", "1abc", "a b", "a`b", "é"])
+def test_identifier_validation_rejects_unsafe_names(bad: str) -> None:
+    with pytest.raises(InvalidIdentifier):
+        validate_identifier(bad)
+
+
+@pytest.mark.parametrize("good", ["Person", "_x", "WORKS_AT", "a1"])
+def test_identifier_validation_accepts_safe_names(good: str) -> None:
+    assert validate_identifier(good) == good
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: NodeUpsert(node_id="n", labels=("a-b",)),
+        lambda: NodeUpsert(node_id="n", properties={"x) DETACH DELETE n //": 1}),
+        lambda: EdgeUpsert(src="a", type="", dst="b"),
+        lambda: EdgeUpsert(src="a", type="T", dst="b", properties={"bad name": 1}),
+    ],
+)
+def test_models_reject_unsafe_identifiers(build) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValidationError):
+        build()
+
+
+def test_mutation_rejects_duplicate_identities_and_upsert_plus_delete() -> None:
+    with pytest.raises(ValidationError, match="duplicate node upsert"):
+        Mutation(node_upserts=(NodeUpsert(node_id="n"), NodeUpsert(node_id="n")))
+    with pytest.raises(ValidationError, match="both upserted and deleted"):
+        Mutation(node_upserts=(NodeUpsert(node_id="n"),), node_deletes=("n",))
+
+
+def test_forward_path_and_retry_loop_are_legal() -> None:
+    path = [Stage.PREPARED, Stage.GRAPH_APPLIED, Stage.STATE_COMMITTED, Stage.COMPLETED]
+    for current, target in zip(path, path[1:], strict=False):
+        check_transition(current, target)
+    check_transition(Stage.PREPARED, Stage.FAILED)
+    check_transition(Stage.FAILED, Stage.PREPARED)
+    check_transition(Stage.PREPARED, Stage.CONFLICT)
+
+
+@pytest.mark.parametrize(
+    ("current", "target"),
+    [
+        (Stage.PREPARED, Stage.COMPLETED),
+        (Stage.PREPARED, Stage.STATE_COMMITTED),
+        (Stage.COMPLETED, Stage.PREPARED),
+        (Stage.CONFLICT, Stage.PREPARED),
+        (Stage.FAILED, Stage.GRAPH_APPLIED),
+        (Stage.STATE_COMMITTED, Stage.GRAPH_APPLIED),
+    ],
+)
+def test_illegal_transition_raises_naming_both_stages(current: Stage, target: Stage) -> None:
+    with pytest.raises(IllegalTransition) as raised:
+        check_transition(current, target)
+    assert current.value in str(raised.value)
+    assert target.value in str(raised.value)
+
+
+def test_terminal_stages_have_no_way_out() -> None:
+    assert {s for s in Stage if s.is_terminal} == {Stage.COMPLETED, Stage.CONFLICT}
+    assert all(target in Stage for targets in LEGAL_TRANSITIONS.values() for target in targets)
+
+
+def test_operation_id_depends_on_expected_revision() -> None:
+    # A -> B -> A: the revert has the content of the first version but another revision.
+    first = derive_operation_id("s", "d", 0, "sha256:a", "v1:x")
+    revert = derive_operation_id("s", "d", 2, "sha256:a", "v1:x")
+    assert first != revert
+    assert first == derive_operation_id("s", "d", 0, "sha256:a", "v1:x")
+
+
+def test_plan_rejects_inconsistent_next_state() -> None:
+    plan = plan_for("d1")
+    with pytest.raises(ValidationError, match="expected_revision"):
+        plan.model_validate({**plan.model_dump(), "expected_revision": 3})
