@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 from pydantic import ValidationError
 
@@ -43,7 +45,7 @@ def test_mutation_rejects_duplicate_identities_and_upsert_plus_delete() -> None:
 
 def test_forward_path_and_retry_loop_are_legal() -> None:
     path = [Stage.PREPARED, Stage.GRAPH_APPLIED, Stage.STATE_COMMITTED, Stage.COMPLETED]
-    for current, target in zip(path, path[1:], strict=False):
+    for current, target in itertools.pairwise(path):
         check_transition(current, target)
     check_transition(Stage.PREPARED, Stage.FAILED)
     check_transition(Stage.FAILED, Stage.PREPARED)
