@@ -32,6 +32,12 @@ class StackSettings(_Section):
     neo4j_bolt_port: int = 37687
     postgres_port: int = 35432
     startup_timeout_s: float = 120.0
+    stop_timeout_s: float = Field(
+        default=60.0, gt=0, description="SIGTERM grace period before SIGKILL when stopping"
+    )
+    maven_repo: Path | None = Field(
+        default=None, description="Maven local repository for jar fetches (default: ~/.m2)"
+    )
 
 
 class KafkaSettings(_Section):
