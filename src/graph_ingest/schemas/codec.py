@@ -1,0 +1,246 @@
+"""Avro codec for the plan event (``ingestion.plans``) and the operation event (``ingestion.operations``).
+
+Wire format: Avro *single-object encoding* (Avro specification, "Single-object encoding")::
+
+    C3 01 | fingerprint (8 bytes) | Avro binary body
+
+* ``C3 01`` is the marker (format version 1);
+* the fingerprint is the CRC-64-AVRO (Rabin) fingerprint of the writer schema's Parsing Canonical
+  Form, little-endian — so every message names the exact schema it was written with;
+* the body is the record in Avro binary encoding, written with that schema.
+
+Decoding reads the header, finds the writer schema in the :mod:`registry` catalogue (every bundled
+``<subject>.v<N>.avsc``, parsed once at import), checks that it belongs to the expected subject and
+resolves the body to the subject's *current* schema (Avro schema resolution). Evolution rules:
+
+* add a field only with a default, never change a field's type, never rename without an alias;
+* add the new version as ``<subject>.v<N+1>.avsc`` and keep the old files: a reader must know every
+  writer schema it may meet, so deploy readers before writers (an unknown fingerprint is a
+  :class:`DecodeError`, not a guess).
+
+Choices the schemas make:
+
+* **Enumerations are strings** (``kind``, ``stage``, fact ``kind``, error ``code``; the values are in
+  each field's ``doc``). An Avro enum fails schema resolution for every symbol the reader does not
+  know, and a ``default`` symbol would silently turn an unknown stage into some other stage. As
+  strings, an old reader meets a new value at pydantic validation: a loud :class:`DecodeError`.
+* **Property values** are the union ``null | boolean | long | double | string | array<boolean |
+  long | double | string>``. The writer names the branch with fastavro's ``(branch, value)`` tuple
+  notation instead of letting fastavro guess: the guess maps ``True`` to ``boolean`` and ``1.0`` to
+  ``double`` correctly, but sends an int beyond 64 bits to ``double`` (a silent change of value);
+  named branches make that an :class:`EncodeError`. ``True``, ``1`` and ``1.0`` come back as
+  ``bool``, ``int`` and ``float``.
+* **Datetimes** are ``timestamp-micros``. Only aware datetimes are accepted (fastavro would read a
+  naive one as local time); they come back as aware UTC datetimes, the same instant.
+
+The codec does not verify the plan fingerprint (the applier does, with
+``IngestionPlan.verify_fingerprint``); a decoded plan recomputes to the fingerprint it was encoded
+with. Every failure to decode — short or unmarked bytes, unknown fingerprint, bad body, content that
+fails domain validation — is a :class:`DecodeError` carrying the raw bytes for the DLQ.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from fastavro import schemaless_reader, schemaless_writer
+from pydantic import BaseModel, ValidationError
+
+from graph_ingest.domain.mutation import PropertyValue
+from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.plan import IngestionPlan
+from graph_ingest.errors import GraphIngestError
+from graph_ingest.schemas.errors import DecodeError, EncodeError
+from graph_ingest.schemas.registry import (
+    BUNDLED,
+    OPERATION,
+    PLAN,
+    SchemaCatalogue,
+    SchemaVersion,
+)
+
+__all__ = [
+    "HEADER_SIZE",
+    "MARKER",
+    "DecodeError",
+    "EncodeError",
+    "decode_operation",
+    "decode_plan",
+    "encode_operation",
+    "encode_plan",
+    "read_single_object",
+    "write_single_object",
+]
+
+MARKER = b"\xc3\x01"
+HEADER_SIZE = len(MARKER) + 8
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+# --- public API ---------------------------------------------------------------------------------
+
+
+def encode_plan(plan: IngestionPlan) -> bytes:
+    return write_single_object(BUNDLED.current(PLAN), _plan_record(plan))
+
+
+def decode_plan(data: bytes, *, catalogue: SchemaCatalogue = BUNDLED) -> IngestionPlan:
+    """Decode a plan message; does not verify its fingerprint (the applier does)."""
+    return _validate(IngestionPlan, read_single_object(data, PLAN, catalogue), data)
+
+
+def encode_operation(op: Operation) -> bytes:
+    return write_single_object(BUNDLED.current(OPERATION), _operation_record(op))
+
+
+def decode_operation(data: bytes, *, catalogue: SchemaCatalogue = BUNDLED) -> Operation:
+    return _validate(Operation, read_single_object(data, OPERATION, catalogue), data)
+
+
+# --- single-object framing ----------------------------------------------------------------------
+
+
+def write_single_object(schema: SchemaVersion, record: Mapping[str, Any]) -> bytes:
+    """Marker, the schema's fingerprint, then ``record`` in Avro binary (fields must match exactly)."""
+    buffer = io.BytesIO()
+    buffer.write(MARKER)
+    buffer.write(schema.fingerprint)
+    try:
+        schemaless_writer(buffer, schema.parsed, record, strict=True)
+    except Exception as exc:  # fastavro raises ValueError, TypeError, OverflowError, ...
+        raise EncodeError(f"cannot write {schema.label}: {type(exc).__name__}: {exc}") from exc
+    return buffer.getvalue()
+
+
+def read_single_object(
+    data: bytes, subject: str, catalogue: SchemaCatalogue = BUNDLED
+) -> dict[str, Any]:
+    """Read one ``subject`` record, resolved to the subject's current schema."""
+    raw = bytes(data)
+    if len(raw) < HEADER_SIZE or raw[: len(MARKER)] != MARKER:
+        raise DecodeError(
+            f"{subject} message: not Avro single-object encoded "
+            f"({len(raw)} bytes, starts {raw[:2].hex() or 'empty'}, expected marker c301)",
+            raw=raw,
+        )
+    fingerprint = raw[len(MARKER) : HEADER_SIZE]
+    writer = catalogue.lookup(fingerprint)
+    if writer is None:
+        raise DecodeError(
+            f"{subject} message: unknown writer schema fingerprint {fingerprint.hex()}", raw=raw
+        )
+    if writer.subject != subject:
+        raise DecodeError(f"{subject} message: written with {writer.label}", raw=raw)
+    reader = catalogue.current(subject)
+    body = io.BytesIO(raw)
+    body.seek(HEADER_SIZE)
+    try:
+        record = schemaless_reader(body, writer.parsed, None if reader is writer else reader.parsed)
+    except Exception as exc:  # fastavro raises EOFError, ValueError, UnicodeDecodeError, ...
+        raise DecodeError(
+            f"{subject} message: body does not decode with {writer.label}: "
+            f"{type(exc).__name__}: {exc}",
+            raw=raw,
+        ) from exc
+    if body.tell() != len(raw):
+        raise DecodeError(
+            f"{subject} message: {len(raw) - body.tell()} bytes after the record", raw=raw
+        )
+    if not isinstance(record, dict):
+        raise DecodeError(f"{subject} message: body is not a record", raw=raw)
+    return record
+
+
+def _validate(model: type[_M], record: dict[str, Any], data: bytes) -> _M:
+    try:
+        return model.model_validate(record)
+    except (ValueError, TypeError, GraphIngestError) as exc:  # pydantic's ValidationError included
+        raise DecodeError(
+            f"{model.__name__} message: content fails validation: {_describe(exc)}",
+            raw=bytes(data),
+        ) from exc
+
+
+def _describe(exc: Exception) -> str:
+    """Where and why validation failed, without the input values (they may quote the document)."""
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    problems = exc.errors(include_url=False, include_input=False, include_context=False)
+    shown = "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or '<record>'}: {problem['msg']}"
+        for problem in problems[:5]
+    )
+    return shown if len(problems) <= 5 else f"{shown}; and {len(problems) - 5} more"
+
+
+# --- domain -> record ---------------------------------------------------------------------------
+
+
+def _plan_record(plan: IngestionPlan) -> dict[str, Any]:
+    record = plan.model_dump(mode="python")
+    mutation = record["mutation"]
+    for upsert in (*mutation["node_upserts"], *mutation["edge_upserts"]):
+        upsert["properties"] = _tagged_properties(upsert["properties"])
+    record["created_at"] = _micros(plan.created_at, "created_at")
+    committed_at = plan.next_state.committed_at
+    record["next_state"]["committed_at"] = (
+        None if committed_at is None else _micros(committed_at, "next_state.committed_at")
+    )
+    return record
+
+
+def _operation_record(op: Operation) -> dict[str, Any]:
+    record = op.model_dump(mode="python")
+    record["stage_times"] = {
+        stage.value: _micros(at, f"stage_times[{stage.value}]")
+        for stage, at in op.stage_times.items()
+    }
+    record["next_retry_at"] = (
+        None if op.next_retry_at is None else _micros(op.next_retry_at, "next_retry_at")
+    )
+    record["created_at"] = _micros(op.created_at, "created_at")
+    record["updated_at"] = _micros(op.updated_at, "updated_at")
+    return record
+
+
+def _micros(value: datetime, field: str) -> int:
+    """Microseconds since the epoch, exactly; a naive datetime names no instant, so it is refused."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise EncodeError(f"{field}: naive datetime {value.isoformat()}; give it a time zone")
+    return (value - _EPOCH) // _MICROSECOND
+
+
+def _tagged_properties(properties: dict[str, PropertyValue]) -> dict[str, Any]:
+    return {name: _tagged(name, value) for name, value in properties.items()}
+
+
+def _tagged(name: str, value: PropertyValue) -> tuple[str, Any] | None:
+    """The property value with its union branch named, in fastavro's tuple notation."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return ("array", [_tagged_scalar(name, item) for item in value])
+    return _tagged_scalar(name, value)
+
+
+def _tagged_scalar(name: str, value: object) -> tuple[str, Any]:
+    # bool before int: bool is a subclass of int.
+    if isinstance(value, bool):
+        return ("boolean", value)
+    if isinstance(value, int):
+        if not _LONG_MIN <= value <= _LONG_MAX:
+            raise EncodeError(f"property {name}: integer {value} does not fit in 64 bits")
+        return ("long", value)
+    if isinstance(value, float):
+        return ("double", value)
+    if isinstance(value, str):
+        return ("string", value)
+    raise EncodeError(f"property {name}: unsupported value type {type(value).__name__}")

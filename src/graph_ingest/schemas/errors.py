@@ -1,0 +1,22 @@
+"""Errors of the Avro codec. A message that cannot be decoded is poison: it keeps its raw bytes."""
+
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import GraphIngestError
+
+
+class CodecError(GraphIngestError):
+    """Root of the codec's errors: the content, not the infrastructure, is wrong; never retried."""
+
+    code = StatusCode.INVALID_ARGUMENT
+
+
+class DecodeError(CodecError):
+    """Bytes that are not a valid message of the expected kind. ``raw`` goes to the DLQ envelope."""
+
+    def __init__(self, message: str, *, raw: bytes) -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class EncodeError(CodecError):
+    """A domain value the wire format cannot carry faithfully (naive datetime, int beyond 64 bits)."""

@@ -1,0 +1,625 @@
+"""Avro codec: exact round trips, single-object framing, poison detection, schema evolution."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import typing
+from datetime import UTC, datetime, timedelta, timezone
+from importlib import resources
+from typing import Any
+
+import pytest
+from fastavro.schema import expand_schema, fingerprint, to_parsing_canonical_form
+from pydantic import BaseModel
+
+from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert
+from graph_ingest.domain.operation import ErrorInfo, Operation
+from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind, Provenance
+from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.state import (
+    DocumentState,
+    EntityRegistration,
+    Evidence,
+    FactKind,
+    FactSource,
+    fact_id_of,
+)
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import ConfigurationError, GraphIngestError
+from graph_ingest.schemas import codec, registry
+from graph_ingest.schemas.codec import (
+    HEADER_SIZE,
+    MARKER,
+    DecodeError,
+    EncodeError,
+    decode_operation,
+    decode_plan,
+    encode_operation,
+    encode_plan,
+    write_single_object,
+)
+from graph_ingest.schemas.registry import (
+    BUNDLED,
+    OPERATION,
+    PLAN,
+    SchemaCatalogue,
+    schema_version,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+AT = datetime(2026, 3, 1, 12, 30, 45, 123456, tzinfo=UTC)
+
+PROPERTIES: dict[str, Any] = {
+    "name": "Ada Lovelace",
+    "unicode": "Zürich — 東京 🚀",
+    "empty": "",
+    "count": 1,
+    "negative": -42,
+    "zero": 0,
+    "safe_max": 2**53 - 1,
+    "safe_min": -(2**53 - 1),
+    "ratio": 1.0,
+    "tenth": 0.1,
+    "tiny": -5e-324,
+    "yes": True,
+    "no": False,
+    "missing": None,
+    "mixed": [True, 1, 1.0, "1", False, 0, 0.0],
+    "numbers": [1, 2, 3],
+    "nothing": [],
+}
+
+
+def _raw_schema(subject: str) -> dict[str, Any]:
+    text = resources.files("graph_ingest.schemas").joinpath(f"{subject}.v1.avsc").read_text()
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def _typed(value: Any) -> Any:
+    """The value with every scalar paired with its exact type: 1, 1.0 and True differ here."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_typed(v) for v in value]
+    return (type(value), value)
+
+
+def rich_plan(**overrides: Any) -> IngestionPlan:
+    edge_ab = EdgeKey(src="n:ada", type="KNOWS", dst="n:bob", rank=0)
+    edge_ab2 = EdgeKey(src="n:ada", type="KNOWS", dst="n:bob", rank=2)
+    old_edge = EdgeKey(src="n:ada", type="WORKED_AT", dst="n:old", rank=0)
+    fields: dict[str, Any] = {
+        "kind": PlanKind.INGESTION,
+        "space": "research",
+        "document_id": "doc/42",
+        "document_version": "v7",
+        "operation_id": "op_0123456789abcdef",
+        "expected_revision": 3,
+        "graph": GraphOptions(database="kg", node_label="Thing"),
+        "mutation": Mutation(
+            node_upserts=(
+                NodeUpsert(node_id="n:ada", labels=("Person", "Author"), properties=PROPERTIES),
+                NodeUpsert(node_id="n:bob", labels=("Person",), properties={"n": 2.5}),
+                NodeUpsert(node_id="n:bare"),
+            ),
+            edge_upserts=(
+                EdgeUpsert(src="n:ada", type="KNOWS", dst="n:bob", properties=PROPERTIES),
+                EdgeUpsert(src="n:ada", type="KNOWS", dst="n:bob", rank=2),
+            ),
+            node_deletes=("n:gone", "n:gone2"),
+            edge_deletes=(old_edge,),
+            detach_deleted_nodes=True,
+        ),
+        "next_state": DocumentState(
+            space="research",
+            document_id="doc/42",
+            revision=4,
+            operation_id="op_0123456789abcdef",
+            content_hash="sha256:abc",
+            document_version="v7",
+            node_ids=("n:ada", "n:bob", "n:bare"),
+            edge_keys=(edge_ab, edge_ab2),
+            superseded_edge_keys=(old_edge,),
+            fact_sources=(
+                FactSource(
+                    fact_id="n:ada",
+                    kind=FactKind.NODE,
+                    evidence=(
+                        Evidence(quote="Ada", start=0, end=3),
+                        Evidence(quote="Lovelace", start=4, end=12),
+                    ),
+                ),
+                FactSource(fact_id=fact_id_of(edge_ab), kind=FactKind.EDGE),
+            ),
+            committed_at=AT + timedelta(seconds=1),
+        ),
+        "registrations": (
+            EntityRegistration(
+                space="research",
+                entity_type="Person",
+                name="Ada Lovelace",
+                normalized_name="ada lovelace",
+                node_id="n:ada",
+                aliases=("Ada", "Countess of Lovelace"),
+            ),
+            EntityRegistration(
+                space="research",
+                entity_type="Person",
+                name="Bob",
+                normalized_name="bob",
+                node_id="n:bob",
+            ),
+        ),
+        "provenance": Provenance(extractor="llm", model="some-model", prompt_version="p3"),
+        "created_at": AT,
+    }
+    fields.update(overrides)
+    return IngestionPlan.freeze(**fields)
+
+
+def minimal_plan() -> IngestionPlan:
+    return IngestionPlan.freeze(
+        kind=PlanKind.NO_OP,
+        space="s",
+        document_id="d",
+        document_version="",
+        operation_id="op_1",
+        expected_revision=0,
+        next_state=DocumentState(
+            space="s",
+            document_id="d",
+            revision=1,
+            operation_id="op_1",
+            content_hash="sha256:0",
+            document_version="",
+        ),
+        created_at=AT,
+    )
+
+
+def failed_operation() -> Operation:
+    op = Operation.prepared(
+        operation_id="op_0123456789abcdef",
+        space="research",
+        document_id="doc/42",
+        expected_revision=3,
+        fingerprint="v1:" + "ab" * 32,
+        at=AT,
+    )
+    op = op.transition(Stage.GRAPH_APPLIED, AT + timedelta(milliseconds=5))
+    op = op.transition(Stage.DEAD_LETTERED, AT + timedelta(seconds=2))
+    op = op.transition(Stage.PREPARED, AT + timedelta(minutes=1))
+    error = ErrorInfo(code=StatusCode.UNAVAILABLE, error_class="ServiceUnavailable", message="down")
+    op = op.transition(Stage.FAILED, AT + timedelta(minutes=2), error)
+    return op.model_copy(
+        update={"next_retry_at": AT + timedelta(minutes=2, seconds=5), "dlq_id": "dlq-7"}
+    )
+
+
+# --- round trips ----------------------------------------------------------------------------------
+
+
+def test_rich_plan_round_trips_exactly_with_the_same_fingerprint() -> None:
+    plan = rich_plan()
+
+    decoded = decode_plan(encode_plan(plan))
+
+    assert decoded == plan
+    assert decoded.fingerprint == plan.fingerprint
+    assert decoded.computed_fingerprint() == plan.fingerprint
+    decoded.verify_fingerprint()
+    assert decoded.provenance == plan.provenance
+    assert decoded.created_at == AT
+    assert decoded.next_state.committed_at == AT + timedelta(seconds=1)
+
+
+def test_property_values_keep_their_exact_types() -> None:
+    plan = rich_plan()
+
+    decoded = decode_plan(encode_plan(plan))
+
+    for before, after in [
+        (plan.mutation.node_upserts[0].properties, decoded.mutation.node_upserts[0].properties),
+        (plan.mutation.edge_upserts[0].properties, decoded.mutation.edge_upserts[0].properties),
+    ]:
+        assert _typed(after) == _typed(before)
+    props = decoded.mutation.node_upserts[0].properties
+    assert props["yes"] is True
+    assert type(props["count"]) is int
+    assert type(props["ratio"]) is float
+    assert props["missing"] is None
+    assert [type(v) for v in props["mixed"]] == [bool, int, float, str, bool, int, float]  # type: ignore[union-attr]
+
+
+def test_minimal_plan_round_trips() -> None:
+    plan = minimal_plan()
+
+    decoded = decode_plan(encode_plan(plan))
+
+    assert decoded == plan
+    assert decoded.computed_fingerprint() == plan.fingerprint
+    assert decoded.next_state.committed_at is None
+    assert decoded.provenance == Provenance()
+
+
+def test_datetimes_come_back_aware_utc_and_the_same_instant() -> None:
+    plus_two = timezone(timedelta(hours=2))
+    plan = rich_plan(created_at=datetime(2026, 3, 1, 14, 30, tzinfo=plus_two))
+
+    decoded = decode_plan(encode_plan(plan))
+
+    assert decoded.created_at == plan.created_at
+    assert decoded.created_at.utcoffset() == timedelta(0)
+    assert decoded.next_state.committed_at is not None
+    assert decoded.next_state.committed_at.utcoffset() == timedelta(0)
+
+
+def test_naive_datetime_is_refused_on_encode() -> None:
+    plan = rich_plan(created_at=datetime(2026, 3, 1, 12, 0))
+
+    with pytest.raises(EncodeError, match="naive") as caught:
+        encode_plan(plan)
+
+    assert caught.value.code is StatusCode.INVALID_ARGUMENT
+
+
+def _with_properties(properties: dict[str, Any]) -> IngestionPlan:
+    # model_copy, not freeze: the v1 fingerprint (RFC 8785) itself refuses ints beyond 2**53.
+    mutation = Mutation(node_upserts=(NodeUpsert(node_id="n", properties=properties),))
+    return minimal_plan().model_copy(update={"kind": PlanKind.INGESTION, "mutation": mutation})
+
+
+def test_64_bit_integers_round_trip_at_the_bounds() -> None:
+    plan = _with_properties({"max": 2**63 - 1, "min": -(2**63), "list": [2**63 - 1, -(2**63)]})
+
+    decoded = decode_plan(encode_plan(plan))
+
+    assert _typed(decoded.mutation.node_upserts[0].properties) == _typed(
+        plan.mutation.node_upserts[0].properties
+    )
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, [1, 2**64]])
+def test_integer_beyond_64_bits_is_refused_not_turned_into_a_double(value: Any) -> None:
+    plan = _with_properties({"big": value})
+
+    with pytest.raises(EncodeError, match="64 bits"):
+        encode_plan(plan)
+
+
+def test_operation_round_trips_with_error_stage_times_and_retry_time() -> None:
+    op = failed_operation()
+
+    decoded = decode_operation(encode_operation(op))
+
+    assert decoded == op
+    assert decoded.last_error == ErrorInfo(
+        code=StatusCode.UNAVAILABLE, error_class="ServiceUnavailable", message="down"
+    )
+    assert set(decoded.stage_times) == {
+        Stage.PREPARED,
+        Stage.GRAPH_APPLIED,
+        Stage.DEAD_LETTERED,
+        Stage.FAILED,
+    }
+    assert all(isinstance(stage, Stage) for stage in decoded.stage_times)
+    assert all(at.utcoffset() == timedelta(0) for at in decoded.stage_times.values())
+    assert decoded.next_retry_at == AT + timedelta(minutes=2, seconds=5)
+    assert decoded.sequence == op.sequence
+    assert decoded.attempts == 1
+
+
+def test_fresh_operation_round_trips_with_empty_optionals() -> None:
+    op = Operation.prepared(
+        operation_id="op_1", space="s", document_id="d", expected_revision=0, fingerprint="f", at=AT
+    )
+
+    decoded = decode_operation(encode_operation(op))
+
+    assert decoded == op
+    assert decoded.last_error is None
+    assert decoded.next_retry_at is None
+    assert decoded.dlq_id is None
+
+
+# --- single-object framing -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("subject", "encoded"),
+    [
+        (PLAN, lambda: encode_plan(rich_plan())),
+        (OPERATION, lambda: encode_operation(failed_operation())),
+    ],
+)
+def test_message_starts_with_the_single_object_header_of_its_schema(
+    subject: str, encoded: Any
+) -> None:
+    data = encoded()
+    canonical = to_parsing_canonical_form(_raw_schema(subject))
+    expected = bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
+
+    assert data[:2] == b"\xc3\x01" == MARKER
+    assert data[2:HEADER_SIZE] == expected == BUNDLED.current(subject).fingerprint
+
+
+def test_fingerprint_bytes_are_little_endian_as_the_avro_spec_says() -> None:
+    # Avro's own test vector (share/test/data/schema-tests.txt): "null" -> 7195948357588979594.
+    as_long = int.from_bytes(
+        bytes.fromhex(fingerprint('"null"', "CRC-64-AVRO")), "little", signed=True
+    )
+    assert as_long == 7195948357588979594
+
+
+def test_plan_and_operation_schemas_have_different_fingerprints() -> None:
+    assert BUNDLED.current(PLAN).fingerprint != BUNDLED.current(OPERATION).fingerprint
+
+
+# --- poison: DecodeError with the raw bytes ------------------------------------------------------
+
+
+def _assert_decode_error(data: bytes, match: str, decode: Any = decode_plan) -> DecodeError:
+    with pytest.raises(DecodeError, match=match) as caught:
+        decode(data)
+    error = caught.value
+    assert error.raw == data
+    assert error.code is StatusCode.INVALID_ARGUMENT
+    assert isinstance(error, GraphIngestError)
+    return error
+
+
+def test_empty_bytes() -> None:
+    _assert_decode_error(b"", "not Avro single-object")
+
+
+def test_shorter_than_the_header() -> None:
+    _assert_decode_error(encode_plan(minimal_plan())[: HEADER_SIZE - 1], "not Avro single-object")
+
+
+@pytest.mark.parametrize("prefix", [b"\x00\x01", b"\xc3\x02", b"\x00\x00\x00\x00\x07", b'{"'])
+def test_wrong_marker(prefix: bytes) -> None:
+    body = encode_plan(minimal_plan())
+    _assert_decode_error(prefix + body[len(prefix) :], "not Avro single-object")
+
+
+def test_unknown_fingerprint() -> None:
+    data = encode_plan(minimal_plan())
+    data = MARKER + b"\x01\x02\x03\x04\x05\x06\x07\x08" + data[HEADER_SIZE:]
+
+    _assert_decode_error(data, "unknown writer schema fingerprint 0102030405060708")
+
+
+def test_operation_bytes_are_not_a_plan() -> None:
+    _assert_decode_error(encode_operation(failed_operation()), "written with operation.v1")
+
+
+def test_every_truncation_of_the_body_is_a_decode_error() -> None:
+    data = encode_plan(rich_plan())
+
+    for end in range(HEADER_SIZE, len(data)):
+        error = _assert_decode_error(data[:end], "does not decode|validation")
+        assert error.__cause__ is not None
+
+
+def test_trailing_bytes_are_a_decode_error() -> None:
+    _assert_decode_error(encode_plan(minimal_plan()) + b"\x00", "bytes after the record")
+
+
+def test_garbage_bodies_raise_only_decode_errors() -> None:
+    rng = random.Random(20260301)
+    header = encode_plan(minimal_plan())[:HEADER_SIZE]
+
+    for _ in range(2000):
+        data = header + rng.randbytes(rng.randint(0, 64))
+        with pytest.raises(DecodeError) as caught:
+            decode_plan(data)
+        assert caught.value.raw == data
+
+
+def test_flipped_bytes_never_escape_as_foreign_exceptions() -> None:
+    rng = random.Random(7)
+    data = bytearray(encode_operation(failed_operation()))
+
+    for _ in range(2000):
+        mutated = bytearray(data)
+        mutated[rng.randrange(HEADER_SIZE, len(mutated))] = rng.randrange(256)
+        try:
+            decode_operation(bytes(mutated))
+        except DecodeError as error:
+            assert error.raw == bytes(mutated)
+
+
+def _plan_record_with(change: Any) -> bytes:
+    record = codec._plan_record(rich_plan())
+    change(record)
+    return write_single_object(BUNDLED.current(PLAN), record)
+
+
+def test_valid_avro_with_an_invalid_label_fails_validation() -> None:
+    def smuggle(record: dict[str, Any]) -> None:
+        record["mutation"]["node_upserts"][0]["labels"] = ["Person", "a-b"]
+
+    error = _assert_decode_error(_plan_record_with(smuggle), "fails validation")
+    assert error.__cause__ is not None
+    assert "mutation.node_upserts.0.labels.1" in error.message
+
+
+def test_validation_message_does_not_repeat_the_document_text() -> None:
+    def stale(record: dict[str, Any]) -> None:
+        record["expected_revision"] = 9
+        record["next_state"]["fact_sources"][0]["evidence"][0]["quote"] = "SECRET QUOTE"
+
+    error = _assert_decode_error(_plan_record_with(stale), "fails validation")
+    assert "expected_revision + 1" in error.message
+    assert "SECRET" not in error.message
+
+
+def test_valid_avro_with_an_invalid_property_name_fails_validation() -> None:
+    def smuggle(record: dict[str, Any]) -> None:
+        record["mutation"]["edge_upserts"][0]["properties"]["x}) DETACH DELETE n //"] = None
+
+    _assert_decode_error(_plan_record_with(smuggle), "fails validation")
+
+
+def test_valid_avro_with_an_inconsistent_plan_fails_validation() -> None:
+    def stale(record: dict[str, Any]) -> None:
+        record["expected_revision"] = 9
+
+    _assert_decode_error(_plan_record_with(stale), "fails validation")
+
+
+def test_operation_with_an_unknown_stage_fails_validation() -> None:
+    record = codec._operation_record(failed_operation())
+    record["stage"] = "TELEPORTED"
+    data = write_single_object(BUNDLED.current(OPERATION), record)
+
+    _assert_decode_error(data, "fails validation", decode=decode_operation)
+
+
+# --- schema evolution ----------------------------------------------------------------------------
+
+
+def _without_fields(schema: dict[str, Any], *names: str) -> dict[str, Any]:
+    reduced = copy.deepcopy(schema)
+    reduced["fields"] = [f for f in reduced["fields"] if f["name"] not in names]
+    return reduced
+
+
+def test_message_written_with_an_older_schema_decodes_with_the_current_one() -> None:
+    # Given a "v0" plan schema without provenance and without detach_deleted_nodes
+    old_schema = _without_fields(_raw_schema(PLAN), "provenance")
+    mutation = next(f for f in old_schema["fields"] if f["name"] == "mutation")
+    mutation["type"] = _without_fields(mutation["type"], "detach_deleted_nodes")
+    del mutation["default"]
+    old = schema_version(PLAN, 0, old_schema)
+    catalogue = SchemaCatalogue([*BUNDLED.versions(), old])
+    plan = rich_plan(
+        mutation=rich_plan().mutation.model_copy(update={"detach_deleted_nodes": False}),
+        provenance=Provenance(),
+    )
+    record = codec._plan_record(plan)
+    del record["provenance"]
+    del record["mutation"]["detach_deleted_nodes"]
+
+    # When an old writer wrote it
+    data = write_single_object(old, record)
+
+    # Then the current reader fills the defaults and the plan is the same plan
+    assert catalogue.current(PLAN) is BUNDLED.current(PLAN)
+    assert data[2:HEADER_SIZE] == old.fingerprint != BUNDLED.current(PLAN).fingerprint
+    decoded = decode_plan(data, catalogue=catalogue)
+    assert decoded == plan
+    decoded.verify_fingerprint()
+    # and a reader that does not know the old schema refuses, rather than guessing
+    _assert_decode_error(data, "unknown writer schema fingerprint")
+
+
+def test_operation_written_with_an_older_schema_decodes_with_the_current_one() -> None:
+    old = schema_version(
+        OPERATION, 0, _without_fields(_raw_schema(OPERATION), "dlq_id", "next_retry_at", "attempts")
+    )
+    catalogue = SchemaCatalogue([*BUNDLED.versions(), old])
+    op = failed_operation().model_copy(
+        update={"dlq_id": None, "next_retry_at": None, "attempts": 0}
+    )
+    record = codec._operation_record(op)
+    for name in ("dlq_id", "next_retry_at", "attempts"):
+        del record[name]
+
+    decoded = decode_operation(write_single_object(old, record), catalogue=catalogue)
+
+    assert decoded == op
+
+
+# --- the catalogue -------------------------------------------------------------------------------
+
+
+def test_bundled_catalogue_knows_both_subjects() -> None:
+    assert {(v.subject, v.version, v.name) for v in BUNDLED.versions()} >= {
+        (PLAN, 1, "io.graphingest.IngestionPlan"),
+        (OPERATION, 1, "io.graphingest.Operation"),
+    }
+
+
+def test_catalogue_rejects_a_second_schema_under_the_same_version() -> None:
+    other = schema_version(PLAN, 1, _without_fields(_raw_schema(PLAN), "provenance"))
+
+    with pytest.raises(ConfigurationError, match="differ"):
+        SchemaCatalogue([*BUNDLED.versions(), other])
+
+
+def test_catalogue_rejects_one_fingerprint_for_two_subjects() -> None:
+    clash = schema_version("other", 1, _raw_schema(PLAN))
+
+    with pytest.raises(ConfigurationError, match="fingerprint"):
+        SchemaCatalogue([*BUNDLED.versions(), clash])
+
+
+def test_schemas_are_parsed_once_and_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan_schema = BUNDLED.current(PLAN)
+    operation_schema = BUNDLED.current(OPERATION)
+
+    def no_parsing(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a schema was parsed on the per-message path")
+
+    monkeypatch.setattr(registry, "parse_schema", no_parsing)
+    monkeypatch.setattr(registry, "schema_version", no_parsing)
+    monkeypatch.setattr(registry, "load_bundled", no_parsing)
+    plans = [rich_plan(document_version=f"v{i}") for i in range(1000)]
+    op = failed_operation()
+
+    for plan in plans:
+        assert decode_plan(encode_plan(plan)).fingerprint == plan.fingerprint
+        assert decode_operation(encode_operation(op)) == op
+
+    assert BUNDLED.current(PLAN) is plan_schema
+    assert BUNDLED.current(OPERATION) is operation_schema
+    assert "__fastavro_parsed" in plan_schema.parsed
+
+
+# --- the schemas mirror the domain models --------------------------------------------------------
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _record_in(avro_type: Any) -> dict[str, Any]:
+    if isinstance(avro_type, list):
+        return next(_record_in(t) for t in avro_type if isinstance(t, dict))
+    if avro_type["type"] == "array":
+        return _record_in(avro_type["items"])
+    assert avro_type["type"] == "record"
+    return typing.cast(dict[str, Any], avro_type)
+
+
+def _assert_mirrors(record: dict[str, Any], model: type[BaseModel]) -> None:
+    fields = {f["name"]: f["type"] for f in record["fields"]}
+    assert list(fields) == list(model.model_fields), f"{record['name']} vs {model.__name__}"
+    for name, info in model.model_fields.items():
+        nested = _model_in(info.annotation)
+        if nested is not None:
+            _assert_mirrors(_record_in(fields[name]), nested)
+
+
+@pytest.mark.parametrize(("subject", "model"), [(PLAN, IngestionPlan), (OPERATION, Operation)])
+def test_schema_mirrors_the_domain_model_field_by_field(
+    subject: str, model: type[BaseModel]
+) -> None:
+    _assert_mirrors(_record_in(expand_schema(_raw_schema(subject))), model)
+
+
+def test_domain_module_types_are_what_the_mirror_test_walks() -> None:
+    # Guard for the mirror test itself: it must reach nested models through unions and tuples.
+    assert _model_in(ErrorInfo | None) is ErrorInfo
+    assert _model_in(tuple[NodeUpsert, ...]) is NodeUpsert
