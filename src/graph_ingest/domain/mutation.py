@@ -11,9 +11,23 @@ Scalar = str | int | float | bool
 PropertyValue = Scalar | list[Scalar] | None
 
 
-def _validate_property_names(properties: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
-    for name in properties:
+# The fingerprint's canonical JSON (RFC 8785, I-JSON) holds integers exactly only in this range.
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def _validate_properties(properties: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
+    for name, value in properties.items():
         model_identifier(name, what="property name")
+        for item in value if isinstance(value, list) else [value]:
+            if (
+                isinstance(item, int)
+                and not isinstance(item, bool)
+                and abs(item) > MAX_SAFE_INTEGER
+            ):
+                raise ValueError(
+                    f"property {name!r}: integer {item} is outside ±(2**53 - 1); "
+                    "store it as a string to keep it exact"
+                )
     return properties
 
 
@@ -25,7 +39,7 @@ class NodeUpsert(FrozenModel):
     @field_validator("properties")
     @classmethod
     def check_property_names(cls, value: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
-        return _validate_property_names(value)
+        return _validate_properties(value)
 
 
 class EdgeKey(FrozenModel):
@@ -53,7 +67,7 @@ class EdgeUpsert(FrozenModel):
     @field_validator("properties")
     @classmethod
     def check_property_names(cls, value: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
-        return _validate_property_names(value)
+        return _validate_properties(value)
 
     @property
     def key(self) -> EdgeKey:
