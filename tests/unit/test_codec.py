@@ -268,19 +268,35 @@ def test_naive_datetime_is_refused_on_encode() -> None:
 
 
 def _with_properties(properties: dict[str, Any]) -> IngestionPlan:
-    # model_copy, not freeze: the v1 fingerprint (RFC 8785) itself refuses ints beyond 2**53.
-    mutation = Mutation(node_upserts=(NodeUpsert(node_id="n", properties=properties),))
+    # model_construct, not validation: the domain refuses ints beyond 2**53 - 1, and these tests
+    # check that the codec defends itself even against a plan built around that check.
+    node = NodeUpsert.model_construct(node_id="n", labels=(), properties=properties)
+    mutation = Mutation.model_construct(
+        node_upserts=(node,),
+        edge_upserts=(),
+        node_deletes=(),
+        edge_deletes=(),
+        detach_deleted_nodes=False,
+    )
     return minimal_plan().model_copy(update={"kind": PlanKind.INGESTION, "mutation": mutation})
 
 
-def test_64_bit_integers_round_trip_at_the_bounds() -> None:
-    plan = _with_properties({"max": 2**63 - 1, "min": -(2**63), "list": [2**63 - 1, -(2**63)]})
+def test_integers_round_trip_at_the_bounds_of_the_domain() -> None:
+    # The domain keeps integers within ±(2**53 - 1), the range canonical JSON holds exactly.
+    plan = _with_properties({"max": 2**53 - 1, "min": -(2**53 - 1), "list": [2**53 - 1, -1]})
 
     decoded = decode_plan(encode_plan(plan))
 
     assert _typed(decoded.mutation.node_upserts[0].properties) == _typed(
         plan.mutation.node_upserts[0].properties
     )
+
+
+def test_integer_beyond_the_domain_range_is_refused_on_decode() -> None:
+    plan = _with_properties({"big": 2**62})
+
+    with pytest.raises(DecodeError):
+        decode_plan(encode_plan(plan))
 
 
 @pytest.mark.parametrize("value", [2**63, -(2**63) - 1, [1, 2**64]])
