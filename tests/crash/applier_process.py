@@ -1,0 +1,89 @@
+"""An applier process for crash tests: the real applier, halted at a chosen point so the test can
+SIGKILL it there. Settings come from the environment (GRAPH_INGEST_*), like a deployed worker.
+
+    python -m tests.crash.applier_process MARKER_FILE {after-graph-write|before-state-commit|none}
+
+``after-graph-write``: the Neo4j transaction has committed, GRAPH_APPLIED is not yet recorded.
+``before-state-commit``: GRAPH_APPLIED is recorded, the state transaction is open, not committed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from graph_ingest.store.postgres import PostgresOperationStore
+
+from graph_ingest.cli.signals import stop_on_signals
+from graph_ingest.consumers.wiring import postgres_store, run_applier
+from graph_ingest.domain.mutation import Mutation
+from graph_ingest.domain.plan import GraphOptions
+from graph_ingest.domain.state import DocumentState
+from graph_ingest.graph.neo4j import Neo4jGraphWriter
+from graph_ingest.schemas.codec import encode_operation
+from graph_ingest.settings import Settings
+from graph_ingest.store.base import UnitOfWork
+
+
+def halt(marker: Path) -> None:
+    marker.write_text("halted")
+    while True:  # the test SIGKILLs us here
+        time.sleep(1)
+
+
+class HaltAfterGraphWrite(Neo4jGraphWriter):
+    def __init__(self, marker: Path, *args: Any) -> None:
+        super().__init__(*args)
+        self._marker = marker
+
+    def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None:
+        super().apply(batch)
+        halt(self._marker)
+
+
+class _HaltingUnitOfWork:
+    def __init__(self, inner: UnitOfWork, marker: Path) -> None:
+        self._inner = inner
+        self._marker = marker
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def commit_document_states(self, states: Sequence[DocumentState]) -> set[tuple[str, str]]:
+        if states:
+            halt(self._marker)
+        return self._inner.commit_document_states(states)
+
+
+class HaltBeforeStateCommit(PostgresOperationStore):
+    def __init__(self, marker: Path, settings: Settings) -> None:
+        super().__init__(
+            settings.postgres,
+            event_encoder=encode_operation,
+            operations_topic=settings.topics.operations,
+        )
+        self.marker = marker
+
+    @contextmanager
+    def unit_of_work(self) -> Iterator[UnitOfWork]:  # type: ignore[override]
+        with super().unit_of_work() as uow:
+            yield _HaltingUnitOfWork(uow, self.marker)  # type: ignore[misc]
+
+
+def main(marker: Path, mode: str) -> None:
+    settings = Settings()
+    store: PostgresOperationStore = postgres_store(settings)
+    graph = Neo4jGraphWriter(settings.neo4j)
+    if mode == "after-graph-write":
+        graph = HaltAfterGraphWrite(marker, settings.neo4j)
+    elif mode == "before-state-commit":
+        store = HaltBeforeStateCommit(marker, settings)
+    run_applier(settings, stop_on_signals(), store=store, graph=graph)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2])

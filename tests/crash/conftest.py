@@ -1,0 +1,3 @@
+from tests.integration.conftest import pipeline
+
+__all__ = ["pipeline"]

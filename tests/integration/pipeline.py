@@ -1,0 +1,166 @@
+"""A pipeline of real services isolated for one test: its own topics, schema, group and label."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from confluent_kafka import Consumer, Producer
+from graph_ingest.store.migrate import migrate
+from graph_ingest.store.postgres import PostgresOperationStore
+from neo4j import GraphDatabase
+
+from graph_ingest.consumers.wiring import postgres_store, run_applier
+from graph_ingest.domain.mutation import EdgeKey, Mutation
+from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.plan import GraphOptions, IngestionPlan
+from graph_ingest.domain.stages import Stage
+from graph_ingest.graph.neo4j import Neo4jGraphWriter
+from graph_ingest.kafka.admin import delete_topics, ensure_topics
+from graph_ingest.producers.plan_publisher import PlanPublisher
+from graph_ingest.producers.relay import OutboxRelay
+from graph_ingest.schemas.codec import decode_operation
+from graph_ingest.settings import Settings
+from graph_ingest.waiting import wait_until
+
+
+class CountingWriter(Neo4jGraphWriter):
+    """The real Neo4j writer, counting how many plan mutations it was asked to write."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.mutations_written = 0
+
+    def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None:
+        super().apply(batch)
+        self.mutations_written += len(batch)
+
+
+def isolated_settings(base: Settings, **applier: Any) -> Settings:
+    tag = uuid.uuid4().hex[:10]
+    return base.model_copy(
+        update={
+            "topics": base.topics.model_copy(
+                update={
+                    "plans": f"t.{tag}.plans",
+                    "operations": f"t.{tag}.operations",
+                    "plan_partitions": 3,
+                    "operation_partitions": 3,
+                }
+            ),
+            "postgres": base.postgres.model_copy(update={"schema_name": f"t_{tag}"}),
+            "applier": base.applier.model_copy(
+                update={"group_id": f"t.{tag}.applier", "batch_linger_s": 0.02, **applier}
+            ),
+        }
+    )
+
+
+class Pipeline:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.graph = GraphOptions(node_label=f"T_{settings.postgres.schema_name}")
+        self.store: PostgresOperationStore = postgres_store(settings)
+        self.writer = CountingWriter(settings.neo4j)
+        self._publisher = PlanPublisher(settings)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._relay: OutboxRelay | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        ensure_topics(self.settings)
+        migrate(self.settings.postgres)
+        self.store.start()
+        self._publisher.start()
+
+    def teardown(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+        if self._relay:
+            self._relay.close()
+        self._publisher.close()
+        self.store.close()
+        delete_topics(self.settings, [self.settings.topics.plans, self.settings.topics.operations])
+        with psycopg.connect(self.settings.postgres.conninfo(), autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {self.settings.postgres.schema_name} CASCADE")
+        with self._driver() as driver:
+            driver.execute_query(f"MATCH (n:`{self.graph.node_label}`) DETACH DELETE n")
+            driver.execute_query(f"DROP CONSTRAINT `{self.graph.node_label}_node_id` IF EXISTS")
+
+    def start_applier(self) -> None:
+        thread = threading.Thread(
+            target=run_applier,
+            args=(self.settings, self._stop),
+            kwargs={"graph": self.writer},
+            name="applier",
+            daemon=True,
+        )
+        thread.start()
+        self._threads.append(thread)
+
+    def start_relay(self) -> None:
+        self._relay = OutboxRelay(self.settings)
+        self._relay.start()
+        thread = threading.Thread(target=self._relay.run, args=(self._stop,), daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    # -- input -----------------------------------------------------------------------------
+
+    def publish(self, *plans: IngestionPlan) -> None:
+        self._publisher.publish(list(plans))
+
+    def publish_raw(self, key: bytes, value: bytes, headers: dict[str, str] | None = None) -> None:
+        producer = Producer(self.settings.kafka.producer_config())
+        producer.produce(self.settings.topics.plans, key=key, value=value, headers=headers or {})
+        assert producer.flush(30) == 0
+
+    # -- observation -----------------------------------------------------------------------
+
+    def wait_stage(self, operation_id: str, stage: Stage, timeout_s: float = 60) -> Operation:
+        def reached() -> Operation | None:
+            operation = self.store.get_operation(operation_id)
+            return operation if operation and operation.stage is stage else None
+
+        return wait_until(reached, timeout_s=timeout_s, what=f"{operation_id} to reach {stage}")
+
+    def graph_elements(self) -> tuple[set[str], set[EdgeKey]]:
+        label = self.graph.node_label
+        with self._driver() as driver:
+            nodes, _, _ = driver.execute_query(f"MATCH (n:`{label}`) RETURN n.node_id AS id")
+            edges, _, _ = driver.execute_query(
+                f"MATCH (a:`{label}`)-[r]->(b:`{label}`) "
+                "RETURN a.node_id AS src, type(r) AS type, b.node_id AS dst, r.rank AS rank"
+            )
+        return {r["id"] for r in nodes}, {EdgeKey(**r.data()) for r in edges}
+
+    def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.settings.postgres.conninfo()) as conn:
+            return conn.execute(query, params).fetchall()
+
+    def operation_events(self, expected: int, timeout_s: float = 60) -> list[Operation]:
+        """Consume the operation log from the start until ``expected`` events arrived."""
+        consumer = Consumer(self.settings.kafka.consumer_config(f"reader-{uuid.uuid4().hex}"))
+        consumer.subscribe([self.settings.topics.operations])
+        events: list[Operation] = []
+        try:
+
+            def enough() -> bool:
+                for message in consumer.consume(num_messages=500, timeout=0.5):
+                    if message.error() is None:
+                        events.append(decode_operation(message.value()))
+                return len(events) >= expected
+
+            wait_until(enough, timeout_s=timeout_s, interval_s=0, what=f"{expected} events")
+        finally:
+            consumer.close()
+        return events
+
+    def _driver(self) -> Any:
+        return GraphDatabase.driver(self.settings.neo4j.uri, auth=self.settings.neo4j.auth())

@@ -1,0 +1,272 @@
+"""The applier end to end against real Kafka, Neo4j and PostgreSQL."""
+
+import pytest
+
+from graph_ingest.demo.samples import Entity, Relation, sample_plan
+from graph_ingest.domain.mutation import EdgeUpsert
+from graph_ingest.domain.plan import IngestionPlan
+from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.state import DocumentState
+from graph_ingest.schemas.codec import encode_plan
+from graph_ingest.waiting import wait_until
+from tests.integration.pipeline import Pipeline
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+ALICE = Entity("Person", "Alice", aliases=("Al",))
+BOB = Entity("Person", "Bob")
+ACME = Entity("Company", "Acme")
+GLOBEX = Entity("Company", "Globex")
+BERLIN = Entity("City", "Berlin")
+
+
+def doc_v1(p: Pipeline, document_id: str = "doc-1") -> IngestionPlan:
+    return sample_plan(
+        "it",
+        document_id,
+        "Alice works at Acme in Berlin.",
+        [ALICE, ACME, BERLIN],
+        [Relation(ALICE, "WORKS_AT", ACME), Relation(ACME, "LOCATED_IN", BERLIN)],
+        graph=p.graph,
+    )
+
+
+def doc_v2(p: Pipeline, previous: DocumentState) -> IngestionPlan:
+    return sample_plan(
+        "it",
+        previous.document_id,
+        "Alice works at Globex in Berlin.",
+        [ALICE, GLOBEX, BERLIN],
+        [Relation(ALICE, "WORKS_AT", GLOBEX), Relation(GLOBEX, "LOCATED_IN", BERLIN)],
+        previous=previous,
+        graph=p.graph,
+    )
+
+
+def planned_elements(*plans: IngestionPlan) -> tuple[set[str], set]:  # type: ignore[type-arg]
+    nodes = {n.node_id for p in plans for n in p.mutation.node_upserts}
+    edges = {e.key for p in plans for e in p.mutation.edge_upserts}
+    return nodes, edges
+
+
+def test_a_published_plan_completes_with_graph_state_history_registry_and_events(
+    pipeline: Pipeline,
+) -> None:
+    # Given an applier and a relay
+    pipeline.start_applier()
+    pipeline.start_relay()
+    plan = doc_v1(pipeline)
+    # When the plan is published
+    pipeline.publish(plan)
+    # Then it completes
+    operation = pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
+    assert operation.attempts == 0
+    # and Neo4j holds exactly the planned nodes and edges
+    assert pipeline.graph_elements() == planned_elements(plan)
+    # and the document is at revision 1 with one history row
+    state = pipeline.store.get_document_state("it", "doc-1")
+    assert state is not None
+    assert (state.revision, state.operation_id) == (1, plan.operation_id)
+    assert [h.revision for h in pipeline.store.document_history("it", "doc-1")] == [1]
+    # and every entity is registered
+    registry = pipeline.sql(
+        "SELECT entity_type, normalized_name, node_id, aliases FROM entity_registry"
+    )
+    assert {(t, n, i) for t, n, i, _ in registry} == {
+        (r.entity_type, r.normalized_name, r.node_id) for r in plan.registrations
+    }
+    assert ["Al"] in [list(a) for *_, a in registry]
+    # and the stage events are on the operation log, in order
+    events = [e for e in pipeline.operation_events(4) if e.operation_id == plan.operation_id]
+    assert [(e.sequence, e.stage) for e in events][:4] == [
+        (1, Stage.PREPARED),
+        (2, Stage.GRAPH_APPLIED),
+        (3, Stage.STATE_COMMITTED),
+        (4, Stage.COMPLETED),
+    ]
+
+
+def test_republishing_a_plan_changes_nothing(pipeline: Pipeline) -> None:
+    pipeline.start_applier()
+    plan = doc_v1(pipeline)
+    pipeline.publish(plan)
+    first = pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
+    assert pipeline.writer.mutations_written == 1
+    # When the same plan arrives again, followed by a marker plan of another document
+    marker = doc_v1(pipeline, "doc-marker")
+    pipeline.publish(plan, marker)
+    pipeline.wait_stage(marker.operation_id, Stage.COMPLETED)
+    # Then the duplicate caused no graph write and no new stage
+    assert pipeline.writer.mutations_written == 2  # the marker only
+    again = pipeline.store.get_operation(plan.operation_id)
+    assert again is not None
+    assert again.sequence == first.sequence
+    assert pipeline.store.get_document_state("it", "doc-1").revision == 1  # type: ignore[union-attr]
+
+
+def test_same_operation_id_with_another_plan_is_rejected(pipeline: Pipeline) -> None:
+    pipeline.start_applier()
+    plan = doc_v1(pipeline)
+    pipeline.publish(plan)
+    pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
+    # When a different plan reuses the operation id
+    impostor = IngestionPlan.freeze(
+        **{
+            **plan.model_dump(exclude={"fingerprint", "mutation"}),
+            "mutation": plan.mutation.model_copy(
+                update={
+                    "edge_upserts": (
+                        *plan.mutation.edge_upserts,
+                        EdgeUpsert(src=ALICE.node_id("it"), type="KNOWS", dst=ALICE.node_id("it")),
+                    )
+                }
+            ),
+        }
+    )
+    assert impostor.operation_id == plan.operation_id
+    assert impostor.fingerprint != plan.fingerprint
+    pipeline.publish(impostor)
+    # Then it is rejected with its bytes kept, and nothing changed
+    rows = wait_until(
+        lambda: pipeline.sql("SELECT code, operation_id, message_value FROM rejected_messages"),
+        timeout_s=60,
+        what="the rejection",
+    )
+    assert [(code, op) for code, op, _ in rows] == [("ALREADY_EXISTS", plan.operation_id)]
+    assert bytes(rows[0][2]) == encode_plan(impostor)
+    assert pipeline.writer.mutations_written == 1
+    assert pipeline.graph_elements() == planned_elements(plan)
+    assert pipeline.store.get_operation(plan.operation_id).fingerprint == plan.fingerprint  # type: ignore[union-attr]
+
+
+def test_a_plan_built_on_a_stale_revision_ends_in_conflict_without_graph_write(
+    pipeline: Pipeline,
+) -> None:
+    pipeline.start_applier()
+    v1 = doc_v1(pipeline)
+    v2 = doc_v2(pipeline, v1.next_state)
+    pipeline.publish(v1, v2)
+    pipeline.wait_stage(v2.operation_id, Stage.COMPLETED)
+    written = pipeline.writer.mutations_written
+    graph = pipeline.graph_elements()
+    # When a plan built on revision 1 arrives after revision 2 committed
+    stale = sample_plan(
+        "it",
+        "doc-1",
+        "Alice works at Acme, edited on an old copy.",
+        [ALICE, ACME],
+        [Relation(ALICE, "KNOWS", ACME)],
+        previous=v1.next_state,
+        graph=pipeline.graph,
+    )
+    pipeline.publish(stale)
+    # Then it ends in CONFLICT and the graph is untouched
+    pipeline.wait_stage(stale.operation_id, Stage.CONFLICT)
+    assert pipeline.writer.mutations_written == written
+    assert pipeline.graph_elements() == graph
+    assert pipeline.store.get_document_state("it", "doc-1").revision == 2  # type: ignore[union-attr]
+
+
+def test_two_versions_of_one_document_apply_in_order(pipeline: Pipeline) -> None:
+    pipeline.start_applier()
+    v1 = doc_v1(pipeline)
+    v2 = doc_v2(pipeline, v1.next_state)
+    pipeline.publish(v1, v2)
+    pipeline.wait_stage(v2.operation_id, Stage.COMPLETED)
+    assert pipeline.wait_stage(v1.operation_id, Stage.COMPLETED)
+    history = pipeline.store.document_history("it", "doc-1")
+    assert [(h.revision, h.operation_id) for h in history] == [
+        (1, v1.operation_id),
+        (2, v2.operation_id),
+    ]
+    nodes, edges = pipeline.graph_elements()
+    # v2 superseded Alice-WORKS_AT->Acme and Acme-LOCATED_IN->Berlin: those edges are gone
+    assert edges == planned_elements(v2)[1]
+    assert nodes == planned_elements(v1, v2)[0]
+
+
+def test_a_plan_ahead_of_the_document_parks_until_its_predecessor_commits(
+    pipeline: Pipeline,
+) -> None:
+    pipeline.start_applier()
+    pipeline.start_relay()
+    v1 = doc_v1(pipeline)
+    v2 = doc_v2(pipeline, v1.next_state)
+    # When v2 arrives before v1
+    pipeline.publish(v2)
+    pipeline.wait_stage(v2.operation_id, Stage.PARKED)
+    pipeline.publish(v1)
+    # Then v1 completes and releases v2, which completes after it
+    pipeline.wait_stage(v1.operation_id, Stage.COMPLETED)
+    done = pipeline.wait_stage(v2.operation_id, Stage.COMPLETED)
+    assert Stage.PARKED in done.stage_times
+    assert pipeline.store.get_document_state("it", "doc-1").revision == 2  # type: ignore[union-attr]
+
+
+def test_undecodable_and_tampered_plans_are_recorded_and_do_not_wedge_the_partition(
+    pipeline: Pipeline,
+) -> None:
+    pipeline.start_applier()
+    good = doc_v1(pipeline)
+    tampered = doc_v1(pipeline, "doc-tampered")
+    tampered = tampered.model_copy(
+        update={"document_version": "999"}
+    )  # fingerprint no longer matches
+    key = good.key.encode()  # same partition as the good plan, ahead of it
+    pipeline.publish_raw(key, b"\x00not avro at all")
+    pipeline.publish_raw(key, encode_plan(tampered))
+    pipeline.publish(good)
+    pipeline.wait_stage(good.operation_id, Stage.COMPLETED)
+    rows = wait_until(
+        lambda: (
+            (
+                r := pipeline.sql(
+                    'SELECT code, message_value FROM rejected_messages ORDER BY "offset"'
+                )
+            )
+            and len(r) == 2
+            and r
+        ),
+        timeout_s=30,
+        what="two rejections",
+    )
+    assert [code for code, _ in rows] == ["INVALID_ARGUMENT", "DATA_LOSS"]
+    assert bytes(rows[0][1]) == b"\x00not avro at all"
+    assert pipeline.store.get_operation(tampered.operation_id) is None
+
+
+def test_a_plan_that_cannot_apply_is_isolated_and_the_rest_of_the_batch_goes_on(
+    pipeline: Pipeline,
+) -> None:
+    good = [doc_v1(pipeline, f"doc-{i}") for i in range(5)]
+    broken = sample_plan(
+        "it",
+        "doc-broken",
+        "Bob knows a ghost.",
+        [BOB],
+        [],
+        graph=pipeline.graph,
+    )
+    broken = IngestionPlan.freeze(
+        **{
+            **broken.model_dump(exclude={"fingerprint", "mutation"}),
+            "mutation": broken.mutation.model_copy(
+                update={
+                    "edge_upserts": (
+                        EdgeUpsert(src=BOB.node_id("it"), type="KNOWS", dst="it:person:ghost"),
+                    )
+                }
+            ),
+        }
+    )
+    # Given all of them published before the applier starts, so they share a batch
+    pipeline.publish(*good[:2], broken, *good[2:])
+    pipeline.start_applier()
+    for plan in good:
+        pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
+    failed = pipeline.wait_stage(broken.operation_id, Stage.FAILED)
+    assert failed.last_error is not None
+    assert failed.last_error.code == "FAILED_PRECONDITION"
+    assert "ghost" in failed.last_error.message
+    assert BOB.node_id("it") not in pipeline.graph_elements()[0]
+    assert pipeline.store.get_document_state("it", "doc-broken") is None
