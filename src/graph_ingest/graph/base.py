@@ -1,0 +1,27 @@
+"""The graph writer's contract: apply a batch of frozen mutations, idempotently, all or nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from graph_ingest.domain.mutation import Mutation
+from graph_ingest.domain.plan import GraphOptions
+
+
+class GraphWriter(Protocol):
+    """Writes mutations to a graph database.
+
+    ``apply`` writes the whole batch in one transaction per database (edge deletes, node deletes,
+    node upserts, edge upserts), so a failure leaves nothing of the batch behind in that database.
+    Applying the same batch again converges to the same graph. Errors are ``GraphIngestError``
+    subclasses carrying a status code.
+    """
+
+    def start(self) -> None:
+        """Connect and verify connectivity. Constructing a writer never touches the network."""
+        ...
+
+    def close(self) -> None: ...
+
+    def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None: ...

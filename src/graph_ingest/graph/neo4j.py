@@ -1,0 +1,275 @@
+"""The Neo4j adapter: one managed write transaction per database per batch; driver errors translated.
+
+Graph writes are at-least-once and idempotent (``MERGE`` on ``node_id`` and on edge identity,
+``SET +=`` for properties, deletes of absent elements are no-ops), so re-applying a batch after any
+failure, including an unknown commit outcome, converges to the same graph.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+
+import neo4j
+from neo4j import exceptions as neo4j_errors
+
+from graph_ingest.domain.mutation import Mutation
+from graph_ingest.domain.plan import GraphOptions
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import ConfigurationError, GraphIngestError
+from graph_ingest.graph import cypher
+from graph_ingest.graph.cypher import Statement, StatementKind
+from graph_ingest.graph.errors import (
+    GraphError,
+    GraphInternalError,
+    GraphInvalidArgument,
+    GraphPreconditionFailed,
+    GraphTransactionAborted,
+    GraphUnavailable,
+)
+from graph_ingest.settings import Neo4jSettings
+
+logger = logging.getLogger(__name__)
+
+_MAX_NAMED = 5
+
+
+class Neo4jGraphWriter:
+    """``GraphWriter`` on Neo4j. Not thread-safe: one writer per applier loop.
+
+    ``max_retry_time_s`` bounds the driver's own retries of transient failures inside ``apply``
+    (deadlocks, a dropped connection); kept short because retry tiers and the circuit breaker
+    own the longer waits.
+    """
+
+    def __init__(
+        self,
+        settings: Neo4jSettings,
+        *,
+        rows_per_statement: int = 1000,
+        max_retry_time_s: float = 5.0,
+    ) -> None:
+        if rows_per_statement < 1:
+            raise ConfigurationError(
+                f"rows_per_statement must be at least 1, not {rows_per_statement}"
+            )
+        self._settings = settings
+        self._rows_per_statement = rows_per_statement
+        self._max_retry_time_s = max_retry_time_s
+        self._driver: neo4j.Driver | None = None
+        self._constrained: set[tuple[str, str]] = set()
+        self._write = neo4j.unit_of_work(timeout=settings.transaction_timeout_s)(_write_statements)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._driver is not None:
+            return
+        try:
+            driver = neo4j.GraphDatabase.driver(
+                self._settings.uri,
+                auth=self._settings.auth(),
+                max_connection_pool_size=self._settings.max_connection_pool_size,
+                connection_timeout=self._settings.connection_timeout_s,
+                max_transaction_retry_time=self._max_retry_time_s,
+                user_agent="graph-ingest",
+            )
+        except (ValueError, neo4j_errors.ConfigurationError) as exc:
+            raise ConfigurationError(
+                f"neo4j: cannot build a driver for {self._settings.uri!r}: {exc}"
+            ) from exc
+        try:
+            with _translated(f"connect to {self._settings.uri}"):
+                driver.verify_connectivity()
+        except BaseException:
+            driver.close()
+            raise
+        self._driver = driver
+        logger.info("neo4j: connected to %s", self._settings.uri)
+
+    def close(self) -> None:
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            driver.close()
+
+    def __enter__(self) -> Neo4jGraphWriter:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None:
+        """Write the whole batch: one managed write transaction per database, all or nothing.
+
+        Constraints for new base labels are created first, outside the data transaction. A batch
+        spanning several databases is atomic per database only; re-applying it converges.
+        """
+        by_database = cypher.build_statements(batch, rows_per_statement=self._rows_per_statement)
+        if not by_database:
+            return
+        driver = self._require_driver()
+        for options in dict.fromkeys(
+            options for options, mutation in batch if not mutation.is_empty
+        ):
+            self.ensure_constraints(options)
+        for database, statements in by_database.items():
+            with (
+                _translated(f"apply to database {database}"),
+                driver.session(database=database) as session,
+            ):
+                session.execute_write(self._write, statements)
+            logger.debug(
+                "neo4j: applied %d plan(s) to %s in %d statement(s)",
+                len(batch),
+                database,
+                len(statements),
+            )
+
+    def ensure_constraints(self, options: GraphOptions) -> None:
+        """Create the uniqueness constraint on ``node_id`` for the base label, once per writer."""
+        key = (options.database, options.node_label)
+        if key in self._constrained:
+            return
+        query = cypher.constraint_query(options.node_label)
+        driver = self._require_driver()
+        with (
+            _translated(f"create constraint on {options.database}:{options.node_label}"),
+            driver.session(database=options.database) as session,
+        ):
+            session.run(query).consume()
+        self._constrained.add(key)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def count_elements(self, options: GraphOptions) -> tuple[int, int]:
+        """(nodes with the base label, relationships between two such nodes)."""
+        queries = (
+            cypher.count_nodes_query(options.node_label),
+            cypher.count_relationships_query(options.node_label),
+        )
+
+        def count(tx: neo4j.ManagedTransaction) -> tuple[int, int]:
+            nodes, relationships = (int(tx.run(q).single(strict=True)["c"]) for q in queries)
+            return nodes, relationships
+
+        driver = self._require_driver()
+        with (
+            _translated(f"count elements in {options.database}:{options.node_label}"),
+            driver.session(database=options.database) as session,
+        ):
+            return session.execute_read(count)
+
+    def _require_driver(self) -> neo4j.Driver:
+        if self._driver is None:
+            raise GraphError(
+                "Neo4jGraphWriter used before start()", code=StatusCode.FAILED_PRECONDITION
+            )
+        return self._driver
+
+
+def _write_statements(tx: neo4j.ManagedTransaction, statements: list[Statement]) -> None:
+    """The transaction function: run every statement, check the preconditions, raise to roll back."""
+    for statement in statements:
+        if statement.kind is StatementKind.NODE_DELETE and statement.check is not None:
+            linked = _offenders(tx, statement)
+            if linked:
+                raise GraphPreconditionFailed(
+                    "cannot delete nodes that still have relationships (detach_deleted_nodes is "
+                    f"false); e.g. {linked}; nothing of the batch was written"
+                )
+        result = tx.run(statement.query, rows=statement.rows)
+        if statement.kind is not StatementKind.EDGE_UPSERT:
+            result.consume()
+            continue
+        merged = int(result.single(strict=True)["merged"])
+        if merged < len(statement.rows):
+            missing = _offenders(tx, statement)
+            raise GraphPreconditionFailed(
+                f"{len(statement.rows) - merged} edge upsert(s) name a node that does not exist; "
+                f"e.g. {missing}; nothing of the batch was written"
+            )
+
+
+def _offenders(tx: neo4j.ManagedTransaction, statement: Statement) -> list[str]:
+    assert statement.check is not None
+    return [str(record["what"]) for record in tx.run(statement.check, rows=statement.rows)][
+        :_MAX_NAMED
+    ]
+
+
+@contextmanager
+def _translated(action: str) -> Iterator[None]:
+    """Translate driver and socket errors into the package's error tree, once, at this edge."""
+    try:
+        yield
+    except GraphIngestError:
+        raise
+    except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
+        raise translate_error(exc, action) from exc
+
+
+def translate_error(exc: BaseException, action: str) -> GraphIngestError:
+    """The package error for a neo4j driver (or socket) error; see DESIGN.md §5 for the codes."""
+    message = f"neo4j: {action} failed: {type(exc).__name__}: {_describe(exc)}"
+    make = _classify(exc)
+    return make(message)
+
+
+def _classify(exc: BaseException) -> Callable[[str], GraphIngestError]:
+    errors = neo4j_errors
+    if isinstance(exc, errors.DatabaseUnavailable | errors.NotALeader):
+        return GraphUnavailable
+    if isinstance(exc, errors.TransientError):
+        return GraphTransactionAborted
+    if isinstance(exc, errors.AuthError):
+        return _with_code(StatusCode.UNAUTHENTICATED)
+    if isinstance(exc, errors.Forbidden):
+        return _with_code(StatusCode.PERMISSION_DENIED)
+    if isinstance(exc, errors.ClientError):
+        return _client_error(exc.code or "")
+    if isinstance(exc, errors.DatabaseError):
+        return GraphInternalError
+    if isinstance(
+        exc,
+        errors.ServiceUnavailable
+        | errors.SessionExpired
+        | errors.ConnectionAcquisitionTimeoutError
+        | OSError,
+    ):
+        return GraphUnavailable
+    if isinstance(exc, errors.ConfigurationError):
+        return _with_code(StatusCode.FAILED_PRECONDITION)
+    return GraphInternalError
+
+
+def _client_error(code: str) -> Callable[[str], GraphIngestError]:
+    if "TransactionTimedOut" in code:
+        return _with_code(StatusCode.DEADLINE_EXCEEDED)
+    if code.startswith("Neo.ClientError.Transaction."):
+        return GraphTransactionAborted
+    if code.startswith(("Neo.ClientError.Statement.", "Neo.ClientError.Request.")):
+        return GraphInvalidArgument
+    return GraphPreconditionFailed  # Schema.* (constraints), Database.DatabaseNotFound, ...
+
+
+def _with_code(code: StatusCode) -> Callable[[str], GraphIngestError]:
+    def make(message: str) -> GraphIngestError:
+        return GraphError(message, code=code)
+
+    return make
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, neo4j_errors.Neo4jError):
+        return f"{exc.code}: {exc.message}"
+    return str(exc) or repr(exc)

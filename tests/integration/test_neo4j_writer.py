@@ -1,0 +1,557 @@
+"""The Neo4j graph writer against a real Neo4j (the test stack's), each test in its own label space."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import neo4j
+import pytest
+
+from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert
+from graph_ingest.domain.plan import GraphOptions
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import DependencyUnavailable, GraphIngestError
+from graph_ingest.graph.base import GraphWriter
+from graph_ingest.graph.errors import GraphPreconditionFailed
+from graph_ingest.graph.neo4j import Neo4jGraphWriter, translate_error
+from graph_ingest.settings import Neo4jSettings, Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+Snapshot = tuple[dict[str, tuple[list[str], dict[str, Any]]], dict[tuple[Any, ...], dict[str, Any]]]
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def driver(stack_settings: Settings) -> Iterator[neo4j.Driver]:
+    """An independent driver for setup, inspection and clean-up (not the code under test)."""
+    settings = stack_settings.neo4j
+    with neo4j.GraphDatabase.driver(settings.uri, auth=settings.auth()) as graph_driver:
+        yield graph_driver
+
+
+@pytest.fixture(scope="module")
+def neo4j_settings(stack_settings: Settings) -> Neo4jSettings:
+    return stack_settings.neo4j
+
+
+@pytest.fixture
+def writer(neo4j_settings: Neo4jSettings) -> Iterator[Neo4jGraphWriter]:
+    graph_writer = Neo4jGraphWriter(neo4j_settings)
+    graph_writer.start()
+    yield graph_writer
+    graph_writer.close()
+
+
+@pytest.fixture
+def label_space(driver: neo4j.Driver, neo4j_settings: Neo4jSettings) -> Iterator[LabelSpace]:
+    space = LabelSpace(driver, neo4j_settings.database)
+    yield space
+    space.drop()
+
+
+class LabelSpace:
+    """Unique base labels for one test; removes their nodes and constraints afterwards."""
+
+    def __init__(self, driver: neo4j.Driver, database: str) -> None:
+        self.driver = driver
+        self.database = database
+        self.labels: list[str] = []
+
+    def options(self) -> GraphOptions:
+        label = f"T_{uuid.uuid4().hex}"
+        self.labels.append(label)
+        return GraphOptions(database=self.database, node_label=label)
+
+    def query(self, cypher: str, **params: Any) -> list[neo4j.Record]:
+        records, _, _ = self.driver.execute_query(cypher, params, database_=self.database)
+        return records
+
+    def snapshot(self, options: GraphOptions) -> Snapshot:
+        label = options.node_label
+        nodes = {
+            r["id"]: (sorted(r["labels"]), r["props"])
+            for r in self.query(
+                f"MATCH (n:`{label}`) RETURN n.node_id AS id, labels(n) AS labels, "
+                "properties(n) AS props"
+            )
+        }
+        edges = {
+            (r["src"], r["type"], r["dst"], r["rank"]): r["props"]
+            for r in self.query(
+                f"MATCH (a:`{label}`)-[r]->(b:`{label}`) RETURN a.node_id AS src, type(r) AS type, "
+                "b.node_id AS dst, r.rank AS rank, properties(r) AS props"
+            )
+        }
+        return nodes, edges
+
+    def drop(self) -> None:
+        with self.driver.session(database=self.database) as session:
+            for label in self.labels:  # CALL ... IN TRANSACTIONS needs an implicit transaction
+                session.run(
+                    f"MATCH (n:`{label}`) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS"
+                ).consume()
+                session.run(f"DROP CONSTRAINT `{label}_node_id` IF EXISTS").consume()
+
+
+def node(node_id: str, *labels: str, **props: Any) -> NodeUpsert:
+    return NodeUpsert(node_id=node_id, labels=labels, properties=props)
+
+
+def edge(src: str, type_: str, dst: str, rank: int = 0, **props: Any) -> EdgeUpsert:
+    return EdgeUpsert(src=src, type=type_, dst=dst, rank=rank, properties=props)
+
+
+def small_graph() -> Mutation:
+    return Mutation(
+        node_upserts=(
+            node("ada", "Person", name="Ada Lovelace", born=1815, tags=["math", "poetry"]),
+            node("charles", "Person", "Inventor", name="Charles Babbage"),
+            node("engine", "Machine", name="Analytical Engine", built=False),
+        ),
+        edge_upserts=(
+            edge("ada", "KNOWS", "charles", since=1833),
+            edge("ada", "WROTE_ABOUT", "engine", weight=0.9),
+            edge("ada", "WROTE_ABOUT", "engine", rank=1, note="second notes"),
+            edge("charles", "DESIGNED", "engine"),
+        ),
+    )
+
+
+# -- behaviour ---------------------------------------------------------------------------------
+
+
+def test_writer_satisfies_the_protocol_and_construction_touches_no_network() -> None:
+    graph_writer: GraphWriter = Neo4jGraphWriter(Neo4jSettings(uri="bolt://192.0.2.1:7687"))
+    with pytest.raises(GraphIngestError) as caught:
+        graph_writer.apply([(GraphOptions(), Mutation(node_deletes=("a",)))])
+    assert caught.value.code is StatusCode.FAILED_PRECONDITION
+    graph_writer.close()  # closing a writer never started is fine
+
+
+def test_apply_creates_exactly_the_planned_nodes_and_edges(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    options = label_space.options()
+    base = options.node_label
+
+    writer.apply([(options, small_graph())])
+
+    nodes, edges = label_space.snapshot(options)
+    assert nodes == {
+        "ada": (
+            sorted([base, "Person"]),
+            {
+                "node_id": "ada",
+                "name": "Ada Lovelace",
+                "born": 1815,
+                "tags": ["math", "poetry"],
+            },
+        ),
+        "charles": (
+            sorted([base, "Inventor", "Person"]),
+            {"node_id": "charles", "name": "Charles Babbage"},
+        ),
+        "engine": (
+            sorted([base, "Machine"]),
+            {"node_id": "engine", "name": "Analytical Engine", "built": False},
+        ),
+    }
+    assert edges == {
+        ("ada", "KNOWS", "charles", 0): {"rank": 0, "since": 1833},
+        ("ada", "WROTE_ABOUT", "engine", 0): {"rank": 0, "weight": 0.9},
+        ("ada", "WROTE_ABOUT", "engine", 1): {"rank": 1, "note": "second notes"},
+        ("charles", "DESIGNED", "engine", 0): {"rank": 0},
+    }
+    assert writer.count_elements(options) == (3, 4)
+    constraints = label_space.query(
+        "SHOW CONSTRAINTS YIELD name, labelsOrTypes, properties, type WHERE name = $name",
+        name=f"{base}_node_id",
+    )
+    assert [(c["labelsOrTypes"], c["properties"], c["type"]) for c in constraints] == [
+        ([base], ["node_id"], "UNIQUENESS")
+    ]
+
+
+def test_applying_the_same_mutation_twice_converges(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    options = label_space.options()
+    batch = [(options, small_graph())]
+
+    writer.apply(batch)
+    first = label_space.snapshot(options)
+    writer.apply(batch)
+
+    assert label_space.snapshot(options) == first
+    assert writer.count_elements(options) == (3, 4)
+
+
+def test_properties_merge_and_none_removes_one(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    options = label_space.options()
+    writer.apply([(options, Mutation(node_upserts=(node("a", x=1, y=2),)))])
+
+    writer.apply([(options, Mutation(node_upserts=(node("a", x=None, z=3),)))])
+
+    nodes, _ = label_space.snapshot(options)
+    assert nodes["a"][1] == {"node_id": "a", "y": 2, "z": 3}
+
+
+def test_deletes_of_absent_things_succeed(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    options = label_space.options()  # a label nobody has used yet
+    absent = [
+        (
+            options,
+            Mutation(
+                node_deletes=("ghost",),
+                edge_deletes=(EdgeKey(src="ghost", type="KNOWS", dst="other"),),
+            ),
+        ),
+        (options, Mutation(node_deletes=("phantom",), detach_deleted_nodes=True)),
+    ]
+
+    writer.apply(absent)
+    writer.apply(absent)
+
+    assert writer.count_elements(options) == (0, 0)
+
+
+def test_edge_with_a_missing_endpoint_fails_and_rolls_back_the_whole_batch(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    # Given a graph that already holds something
+    options = label_space.options()
+    writer.apply([(options, small_graph())])
+    before = label_space.snapshot(options)
+
+    # When a batch changes it and, in another plan, names a node that does not exist
+    batch = [
+        (
+            options,
+            Mutation(
+                node_upserts=(node("ada", name="changed"), node("new")),
+                edge_upserts=(edge("new", "KNOWS", "ada"),),
+                edge_deletes=(EdgeKey(src="ada", type="KNOWS", dst="charles"),),
+            ),
+        ),
+        (options, Mutation(edge_upserts=(edge("ada", "KNOWS", "ghost", rank=7),))),
+    ]
+    with pytest.raises(GraphPreconditionFailed) as caught:
+        writer.apply(batch)
+
+    # Then it says which edge, and nothing of the batch was written
+    assert caught.value.code is StatusCode.FAILED_PRECONDITION
+    assert "(ada)-[:KNOWS#7]->(ghost)" in caught.value.message
+    assert label_space.snapshot(options) == before
+
+
+def test_missing_endpoint_in_a_later_chunk_rolls_back_earlier_chunks(
+    neo4j_settings: Neo4jSettings, label_space: LabelSpace
+) -> None:
+    options = label_space.options()
+    nodes = tuple(node(f"n{i:02d}") for i in range(10))
+    edges = tuple(edge(f"n{i:02d}", "NEXT", f"n{i + 1:02d}") for i in range(10))  # n10 is missing
+
+    with Neo4jGraphWriter(neo4j_settings, rows_per_statement=3) as small_statements:
+        with pytest.raises(GraphPreconditionFailed, match=r"\(n09\)-\[:NEXT#0\]->\(n10\)"):
+            small_statements.apply([(options, Mutation(node_upserts=nodes, edge_upserts=edges))])
+
+        assert small_statements.count_elements(options) == (0, 0)
+        small_statements.apply([(options, Mutation(node_upserts=nodes, edge_upserts=edges[:-1]))])
+        assert small_statements.count_elements(options) == (10, 9)
+
+
+def test_a_batch_of_several_mutations_in_one_call(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    # Given a graph with an old edge and a node that later plans remove
+    options = label_space.options()
+    other = label_space.options()
+    writer.apply(
+        [
+            (
+                options,
+                Mutation(
+                    node_upserts=(node("a"), node("old")), edge_upserts=(edge("a", "R", "old"),)
+                ),
+            )
+        ]
+    )
+
+    # When one call carries several plans, over two base labels
+    writer.apply(
+        [
+            (
+                options,
+                Mutation(
+                    node_upserts=(node("b", "Doc", v=1),), edge_upserts=(edge("a", "R", "b"),)
+                ),
+            ),
+            (
+                options,
+                Mutation(
+                    node_deletes=("old",),
+                    edge_deletes=(EdgeKey(src="a", type="R", dst="old"),),
+                ),
+            ),
+            (
+                other,
+                Mutation(node_upserts=(node("a"), node("b")), edge_upserts=(edge("b", "S", "a"),)),
+            ),
+            (
+                options,
+                Mutation(node_upserts=(node("c", "Doc"),), edge_upserts=(edge("b", "R", "c"),)),
+            ),
+        ]
+    )
+
+    # Then every plan is in, each in its own label space
+    nodes, edges = label_space.snapshot(options)
+    assert sorted(nodes) == ["a", "b", "c"]
+    assert set(edges) == {("a", "R", "b", 0), ("b", "R", "c", 0)}
+    assert nodes["b"][1] == {"node_id": "b", "v": 1}
+    assert label_space.snapshot(other)[1] == {("b", "S", "a", 0): {"rank": 0}}
+    assert writer.count_elements(other) == (2, 1)
+
+
+def test_node_delete_without_detach_fails_clearly_and_with_detach_succeeds(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    options = label_space.options()
+    writer.apply([(options, small_graph())])
+    before = label_space.snapshot(options)
+
+    with pytest.raises(GraphPreconditionFailed, match="still have relationships") as caught:
+        writer.apply([(options, Mutation(node_deletes=("engine", "nobody")))])
+    assert "engine" in caught.value.message
+    assert label_space.snapshot(options) == before
+
+    writer.apply(
+        [(options, Mutation(node_deletes=("engine", "nobody"), detach_deleted_nodes=True))]
+    )
+
+    nodes, edges = label_space.snapshot(options)
+    assert sorted(nodes) == ["ada", "charles"]
+    assert list(edges) == [("ada", "KNOWS", "charles", 0)]
+
+
+def test_node_delete_without_detach_succeeds_once_its_edges_go_in_the_same_batch(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    options = label_space.options()
+    writer.apply(
+        [
+            (
+                options,
+                Mutation(node_upserts=(node("a"), node("b")), edge_upserts=(edge("a", "R", "b"),)),
+            )
+        ]
+    )
+
+    writer.apply(
+        [
+            (
+                options,
+                Mutation(node_deletes=("b",), edge_deletes=(EdgeKey(src="a", type="R", dst="b"),)),
+            )
+        ]
+    )
+
+    assert writer.count_elements(options) == (1, 0)
+
+
+def test_a_value_neo4j_cannot_store_is_an_invalid_argument(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    options = label_space.options()
+
+    with pytest.raises(GraphIngestError) as caught:
+        writer.apply([(options, Mutation(node_upserts=(node("a", mixed=[1, "one"]),)))])
+
+    assert caught.value.code is StatusCode.INVALID_ARGUMENT
+    assert isinstance(caught.value.__cause__, neo4j.exceptions.Neo4jError)
+    assert writer.count_elements(options) == (0, 0)
+
+
+def test_unreachable_server_is_dependency_unavailable() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    graph_writer = Neo4jGraphWriter(
+        Neo4jSettings(uri=f"bolt://127.0.0.1:{port}", connection_timeout_s=2.0)
+    )
+
+    with pytest.raises(DependencyUnavailable) as caught:
+        graph_writer.start()
+
+    assert caught.value.code is StatusCode.UNAVAILABLE
+    assert caught.value.__cause__ is not None
+    graph_writer.close()
+
+
+class CuttableProxy:
+    """A TCP proxy in front of Neo4j that can be cut, to lose the server after ``start()``."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.is_cut = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                return
+            with self.lock:
+                self.sockets += [client, upstream]
+                if self.is_cut:
+                    client.close()
+                    upstream.close()
+                    return
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        with self.lock:
+            self.is_cut = True
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # close() alone does not wake accept()
+        self.listener.close()
+        with self.lock:
+            for sock in self.sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+
+def test_server_lost_after_start_is_dependency_unavailable(
+    neo4j_settings: Neo4jSettings, label_space: LabelSpace
+) -> None:
+    # Given a writer connected through a proxy, its constraint in place
+    options = label_space.options()
+    target = urlsplit(neo4j_settings.uri)
+    proxy = CuttableProxy((target.hostname or "127.0.0.1", target.port or 7687))
+    proxied = neo4j_settings.model_copy(
+        update={"uri": f"bolt://127.0.0.1:{proxy.port}", "connection_timeout_s": 1.0}
+    )
+    with Neo4jGraphWriter(proxied, max_retry_time_s=0.5) as graph_writer:
+        graph_writer.ensure_constraints(options)
+        # When the server goes away
+        proxy.cut()
+
+        # Then apply says UNAVAILABLE (so a circuit breaker can pause, not dead-letter)
+        with pytest.raises(DependencyUnavailable) as caught:
+            graph_writer.apply([(options, Mutation(node_deletes=("a",)))])
+        assert caught.value.code is StatusCode.UNAVAILABLE
+
+
+def _server_error(code: str) -> neo4j.exceptions.Neo4jError:
+    # The driver's own factory for server failures (no public constructor takes a code).
+    return neo4j.exceptions.Neo4jError._hydrate_neo4j(code=code, message="m")
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (neo4j.exceptions.ServiceUnavailable("down"), StatusCode.UNAVAILABLE),
+        (neo4j.exceptions.SessionExpired("gone"), StatusCode.UNAVAILABLE),
+        (neo4j.exceptions.IncompleteCommit("unknown outcome"), StatusCode.UNAVAILABLE),
+        (ConnectionRefusedError(111, "refused"), StatusCode.UNAVAILABLE),
+        (_server_error("Neo.TransientError.Transaction.DeadlockDetected"), StatusCode.ABORTED),
+        (_server_error("Neo.TransientError.General.DatabaseUnavailable"), StatusCode.UNAVAILABLE),
+        (
+            _server_error("Neo.ClientError.Schema.ConstraintValidationFailed"),
+            StatusCode.FAILED_PRECONDITION,
+        ),
+        (
+            _server_error("Neo.ClientError.Database.DatabaseNotFound"),
+            StatusCode.FAILED_PRECONDITION,
+        ),
+        (_server_error("Neo.ClientError.Statement.TypeError"), StatusCode.INVALID_ARGUMENT),
+        (_server_error("Neo.ClientError.Statement.SyntaxError"), StatusCode.INVALID_ARGUMENT),
+        (
+            _server_error("Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration"),
+            StatusCode.DEADLINE_EXCEEDED,
+        ),
+        (_server_error("Neo.ClientError.Security.Unauthorized"), StatusCode.UNAUTHENTICATED),
+        (_server_error("Neo.ClientError.Security.Forbidden"), StatusCode.PERMISSION_DENIED),
+        (_server_error("Neo.DatabaseError.General.UnknownError"), StatusCode.INTERNAL),
+    ],
+)
+def test_driver_errors_translate_to_status_codes(
+    error: BaseException, expected: StatusCode
+) -> None:
+    translated = translate_error(error, "apply")
+
+    assert translated.code is expected
+    assert isinstance(translated, GraphIngestError)
+    assert isinstance(translated, DependencyUnavailable) == (expected is StatusCode.UNAVAILABLE)
+    assert type(error).__name__ in translated.message
+
+
+# -- for information: throughput ---------------------------------------------------------------
+
+
+def ring(index: int) -> Mutation:
+    ids = [f"m{index:04d}-n{j}" for j in range(10)]
+    return Mutation(
+        node_upserts=tuple(node(i, "Person", name=i, plan=index) for i in ids),
+        edge_upserts=tuple(
+            edge(ids[j], "RELATED", ids[(j + 1) % 10], weight=j / 10) for j in range(10)
+        ),
+    )
+
+
+def test_throughput_batches_versus_one_at_a_time(
+    writer: Neo4jGraphWriter, label_space: LabelSpace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """1,000 small mutations (10 nodes + 10 edges) in batches of 200 vs one per call. No timing asserts."""
+    mutations = [ring(i) for i in range(1000)]
+    figures = {}
+    for name, batch_size in (("batches of 200", 200), ("one at a time", 1)):
+        options = label_space.options()
+        writer.ensure_constraints(options)
+        started = time.perf_counter()
+        for start in range(0, len(mutations), batch_size):
+            writer.apply([(options, m) for m in mutations[start : start + batch_size]])
+        elapsed = time.perf_counter() - started
+        assert writer.count_elements(options) == (10_000, 10_000)
+        figures[name] = (elapsed, len(mutations) / elapsed, 20_000 / elapsed)
+
+    with capsys.disabled():
+        for name, (elapsed, plans_per_s, elements_per_s) in figures.items():
+            print(
+                f"\n[neo4j writer] {name}: {elapsed:.2f} s, {plans_per_s:,.0f} mutations/s, "
+                f"{elements_per_s:,.0f} nodes+edges/s"
+            )
