@@ -1,0 +1,88 @@
+"""psycopg errors become ours here, once (DESIGN.md §5: translate at the adapter edge)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import ParamSpec, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import DependencyUnavailable, GraphIngestError
+from graph_ingest.store.base import StoreError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class StoreUnavailable(StoreError, DependencyUnavailable):
+    """PostgreSQL could not be reached, dropped the connection, or no pooled connection was free."""
+
+    code = StatusCode.UNAVAILABLE
+
+
+def translate(exc: psycopg.Error) -> GraphIngestError:
+    """Map a psycopg error to the package's error tree (the caller raises it ``from exc``)."""
+    detail = f"{type(exc).__name__}: {_first_line(exc)}"
+    # Transaction rollbacks (serialization, deadlock) and lock timeouts subclass OperationalError:
+    # test them first. They mean "this transaction lost a race": the same work may succeed again.
+    if isinstance(
+        exc,
+        pg_errors.SerializationFailure
+        | pg_errors.DeadlockDetected
+        | pg_errors.TransactionRollback
+        | pg_errors.LockNotAvailable,
+    ):
+        return StoreError(f"PostgreSQL aborted the transaction: {detail}", code=StatusCode.ABORTED)
+    if isinstance(exc, pg_errors.QueryCanceled):  # statement_timeout, lock_timeout, cancel
+        return StoreError(
+            f"PostgreSQL statement timed out: {detail}", code=StatusCode.DEADLINE_EXCEEDED
+        )
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        # Connection refused or lost, server shutting down, pool timeout (PoolTimeout subclasses
+        # OperationalError).
+        return StoreUnavailable(f"PostgreSQL unavailable: {detail}")
+    if isinstance(exc, psycopg.IntegrityError):
+        return StoreError(
+            f"PostgreSQL constraint violated: {detail}", code=StatusCode.FAILED_PRECONDITION
+        )
+    if isinstance(exc, psycopg.DataError):
+        # A value PostgreSQL cannot hold (NUL byte in text, integer out of range): retrying the
+        # same value cannot help.
+        return StoreError(
+            f"PostgreSQL rejected a value: {detail}", code=StatusCode.INVALID_ARGUMENT
+        )
+    return StoreError(f"PostgreSQL error: {detail}", code=StatusCode.INTERNAL)
+
+
+@contextmanager
+def translating() -> Iterator[None]:
+    """Re-raise any psycopg error inside the block as its translation."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+
+
+def translated(fn: Callable[P, R]) -> Callable[P, R]:
+    """Decorator form of :func:`translating`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    return wrapper
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+__all__ = ["StoreUnavailable", "translate", "translated", "translating"]

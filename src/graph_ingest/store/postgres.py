@@ -1,0 +1,132 @@
+"""PostgreSQL implementation of ``OperationStore`` (psycopg 3 + a connection pool).
+
+Constructing the store touches nothing; ``start()`` opens the pool (and fails with
+StoreUnavailable if PostgreSQL cannot be reached in ``connect_timeout_s``). Run
+``graph_ingest.store.migrate.migrate`` first: the store expects the schema to exist.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import ConnectionPool
+
+from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.state import DocumentState
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.settings import PostgresSettings
+from graph_ingest.store import postgres_rows as rows
+from graph_ingest.store import postgres_sql as sql
+from graph_ingest.store.base import OperationEventEncoder, RejectedMessage, StoreError, UnitOfWork
+from graph_ingest.store.errors import translated, translating
+from graph_ingest.store.postgres_uow import PostgresUnitOfWork
+
+log = logging.getLogger(__name__)
+
+
+class PostgresOperationStore:
+    def __init__(
+        self,
+        settings: PostgresSettings,
+        *,
+        event_encoder: OperationEventEncoder,
+        operations_topic: str,
+    ) -> None:
+        self._settings = settings
+        self._encode = event_encoder
+        self._topic = operations_topic
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the connection pool and wait for its first connections (idempotent)."""
+        if self._pool is not None:
+            return
+        s = self._settings
+        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            s.conninfo(),
+            min_size=s.pool_min_size,
+            max_size=s.pool_max_size,
+            timeout=float(s.connect_timeout_s),
+            # A connection that died with the server (restart, failover) is replaced on checkout
+            # instead of failing the next unit of work.
+            check=ConnectionPool.check_connection,
+            name=f"graph-ingest-{s.schema_name}",
+            open=False,
+        )
+        try:
+            with translating():
+                pool.open(wait=True, timeout=float(s.connect_timeout_s))
+        except BaseException:
+            pool.close()
+            raise
+        self._pool = pool
+        log.info("postgres store: pool open on %s:%s schema=%s", s.host, s.port, s.schema_name)
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    # -- writes ------------------------------------------------------------------------------
+
+    @contextmanager
+    def unit_of_work(self) -> Iterator[UnitOfWork]:
+        """One transaction on one pooled connection: commit on normal exit, roll back on error."""
+        pool = self._require_pool()
+        with translating(), pool.connection() as conn:
+            yield PostgresUnitOfWork(conn, event_encoder=self._encode, operations_topic=self._topic)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    @translated
+    def get_operation(self, operation_id: str) -> Operation | None:
+        row = self._fetch_one(sql.GET_OPERATION, (operation_id,))
+        return None if row is None else rows.operation_from_row(row)
+
+    @translated
+    def get_plan_bytes(self, operation_id: str) -> bytes | None:
+        row = self._fetch_one(sql.GET_PLAN_BYTES, (operation_id,))
+        return None if row is None else bytes(row["plan_bytes"])
+
+    @translated
+    def get_document_state(self, space: str, document_id: str) -> DocumentState | None:
+        row = self._fetch_one(sql.GET_DOCUMENT_STATE, (space, document_id))
+        return None if row is None else rows.state_from_row(row)
+
+    @translated
+    def document_history(self, space: str, document_id: str) -> list[DocumentState]:
+        found = self._fetch_all(sql.DOCUMENT_HISTORY, (space, document_id))
+        return [DocumentState.model_validate(row["state"]) for row in found]
+
+    @translated
+    def list_rejected(self, limit: int = 100) -> list[RejectedMessage]:
+        return [rows.rejected_from_row(r) for r in self._fetch_all(sql.LIST_REJECTED, (limit,))]
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _require_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        if self._pool is None:
+            raise StoreError(
+                "PostgresOperationStore is not started (call start() first)",
+                code=StatusCode.FAILED_PRECONDITION,
+            )
+        return self._pool
+
+    def _fetch_all(self, query: str, params: tuple[Any, ...]) -> list[DictRow]:
+        with self._require_pool().connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(query, params)
+            return cur.fetchall()
+
+    def _fetch_one(self, query: str, params: tuple[Any, ...]) -> DictRow | None:
+        found = self._fetch_all(query, params)
+        return found[0] if found else None
+
+
+__all__ = ["PostgresOperationStore"]

@@ -1,0 +1,284 @@
+"""Domain values to statement parameters (parallel arrays) and rows back to domain values."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from graph_ingest.domain.mutation import EdgeKey
+from graph_ingest.domain.operation import ErrorInfo, Operation
+from graph_ingest.domain.state import DocumentState, EntityRegistration
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.store.base import OutboxMessage, RejectedMessage
+from graph_ingest.store.registry_rules import RegistryRow
+
+Row = Mapping[str, Any]
+Columns = dict[str, list[Any]]
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def columns(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Columns:
+    """Transpose rows into one list per column: the arrays ``unnest`` turns back into rows."""
+    return {name: [row[name] for row in rows] for name in names}
+
+
+# -- operations ----------------------------------------------------------------------------------
+
+_SNAPSHOT_FIELDS = (
+    "operation_id",
+    "stage",
+    "sequence",
+    "attempts",
+    "last_error_code",
+    "last_error_class",
+    "last_error_message",
+    "stage_times",
+    "next_retry_at",
+    "dlq_id",
+    "updated_at",
+)
+_IDENTITY_FIELDS = ("space", "document_id", "expected_revision", "fingerprint", "created_at")
+
+
+def snapshot_values(op: Operation) -> dict[str, Any]:
+    """The mutable part of an operation, as column values."""
+    error = op.last_error
+    return {
+        "operation_id": op.operation_id,
+        "stage": op.stage.value,
+        "sequence": op.sequence,
+        "attempts": op.attempts,
+        "last_error_code": error.code.value if error else None,
+        "last_error_class": error.error_class if error else None,
+        "last_error_message": error.message if error else None,
+        "stage_times": _json({stage.value: at.isoformat() for stage, at in op.stage_times.items()}),
+        "next_retry_at": op.next_retry_at,
+        "dlq_id": op.dlq_id,
+        "updated_at": op.updated_at,
+    }
+
+
+def event_headers(op: Operation) -> str:
+    return _json(
+        {"operation_id": op.operation_id, "sequence": str(op.sequence), "stage": op.stage.value}
+    )
+
+
+def new_operation_columns(
+    rows: Sequence[tuple[Operation, bytes, bytes]],
+) -> Columns:
+    """(operation, plan bytes, encoded PREPARED event) -> INSERT_OPERATIONS parameters."""
+    values = [
+        {
+            **snapshot_values(op),
+            **{name: getattr(op, name) for name in _IDENTITY_FIELDS},
+            "plan_bytes": plan,
+            "message_key": op.operation_id.encode(),
+            "message_value": event,
+            "headers": event_headers(op),
+        }
+        for op, plan, event in rows
+    ]
+    names = (
+        *_SNAPSHOT_FIELDS,
+        *_IDENTITY_FIELDS,
+        "plan_bytes",
+        "message_key",
+        "message_value",
+        "headers",
+    )
+    return columns(values, names)
+
+
+def saved_operation_columns(latest: Sequence[tuple[Operation, int]]) -> Columns:
+    """(latest snapshot, sequence it must replace) -> the snapshot arrays of SAVE_OPERATIONS."""
+    values = [{**snapshot_values(op), "expected_sequence": expected} for op, expected in latest]
+    return columns(values, (*_SNAPSHOT_FIELDS, "expected_sequence"))
+
+
+def event_columns(events: Sequence[tuple[Operation, bytes]]) -> Columns:
+    """(snapshot, encoded event) -> the event arrays of SAVE_OPERATIONS."""
+    return {
+        "event_operation_id": [op.operation_id for op, _ in events],
+        "event_sequence": [op.sequence for op, _ in events],
+        "event_key": [op.operation_id.encode() for op, _ in events],
+        "event_value": [value for _, value in events],
+        "event_headers": [event_headers(op) for op, _ in events],
+    }
+
+
+def operation_from_row(row: Row) -> Operation:
+    error = None
+    if row["last_error_code"] is not None:
+        error = ErrorInfo(
+            code=StatusCode(row["last_error_code"]),
+            error_class=row["last_error_class"] or "",
+            message=row["last_error_message"] or "",
+        )
+    return Operation.model_validate(
+        {
+            "operation_id": row["operation_id"],
+            "space": row["space"],
+            "document_id": row["document_id"],
+            "expected_revision": row["expected_revision"],
+            "fingerprint": row["fingerprint"],
+            "stage": row["stage"],
+            "sequence": row["sequence"],
+            "attempts": row["attempts"],
+            "last_error": error,
+            "stage_times": row["stage_times"],
+            "next_retry_at": row["next_retry_at"],
+            "dlq_id": row["dlq_id"],
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+        }
+    )
+
+
+# -- documents -----------------------------------------------------------------------------------
+
+
+def _edge_keys(keys: Sequence[EdgeKey]) -> str:
+    return _json([key.model_dump(mode="json") for key in keys])
+
+
+def state_columns(states: Sequence[DocumentState]) -> Columns:
+    """COMMIT_DOCUMENT_STATES / ENSURE_HISTORY parameters (``committed_at`` must be set)."""
+    values = [
+        {
+            "space": s.space,
+            "document_id": s.document_id,
+            "revision": s.revision,
+            "operation_id": s.operation_id,
+            "content_hash": s.content_hash,
+            "document_version": s.document_version,
+            "node_ids": _json(list(s.node_ids)),
+            "edge_keys": _edge_keys(s.edge_keys),
+            "superseded_edge_keys": _edge_keys(s.superseded_edge_keys),
+            "committed_at": s.committed_at,
+            "state": _json(s.model_dump(mode="json")),
+        }
+        for s in states
+    ]
+    names = (
+        "space",
+        "document_id",
+        "revision",
+        "operation_id",
+        "content_hash",
+        "document_version",
+        "node_ids",
+        "edge_keys",
+        "superseded_edge_keys",
+        "committed_at",
+        "state",
+    )
+    return columns(values, names)
+
+
+def fact_source_columns(states: Sequence[DocumentState]) -> Columns:
+    values = [
+        {
+            "space": s.space,
+            "document_id": s.document_id,
+            "fact_id": fact.fact_id,
+            "kind": fact.kind.value,
+            "evidence": _json([e.model_dump(mode="json") for e in fact.evidence]),
+            "operation_id": s.operation_id,
+            "ordinal": ordinal,
+        }
+        for s in states
+        for ordinal, fact in enumerate(s.fact_sources)
+    ]
+    names = ("space", "document_id", "fact_id", "kind", "evidence", "operation_id", "ordinal")
+    return columns(values, names)
+
+
+def state_from_row(row: Row) -> DocumentState:
+    """A ``document_states`` row joined with its fact sources (as a JSON array)."""
+    return DocumentState.model_validate(
+        {
+            name: row[name]
+            for name in (
+                "space",
+                "document_id",
+                "revision",
+                "operation_id",
+                "content_hash",
+                "document_version",
+                "node_ids",
+                "edge_keys",
+                "superseded_edge_keys",
+                "fact_sources",
+                "committed_at",
+            )
+        }
+    )
+
+
+# -- registry, outbox, rejected ------------------------------------------------------------------
+
+
+def registration_columns(registrations: Sequence[EntityRegistration]) -> Columns:
+    return {
+        "space": [r.space for r in registrations],
+        "entity_type": [r.entity_type for r in registrations],
+        "normalized_name": [r.normalized_name for r in registrations],
+        "name": [r.name for r in registrations],
+        "node_id": [r.node_id for r in registrations],
+        "aliases": [_json(list(r.aliases)) for r in registrations],
+    }
+
+
+def registry_row(row: Row) -> RegistryRow:
+    return RegistryRow(
+        space=row["space"],
+        entity_type=row["entity_type"],
+        normalized_name=row["normalized_name"],
+        name=row["name"],
+        node_id=row["node_id"],
+        aliases=tuple(row["aliases"]),
+    )
+
+
+def outbox_columns(messages: Sequence[OutboxMessage]) -> Columns:
+    return {
+        "topic": [m.topic for m in messages],
+        "message_key": [m.key for m in messages],
+        "message_value": [m.value for m in messages],
+        "headers": [_json(m.headers) for m in messages],
+        "operation_id": [m.operation_id for m in messages],
+        "sequence": [m.sequence for m in messages],
+    }
+
+
+def rejected_columns(rejected: Sequence[RejectedMessage]) -> Columns:
+    return {
+        "topic": [r.topic for r in rejected],
+        "partition": [r.partition for r in rejected],
+        "offset": [r.offset for r in rejected],
+        "message_key": [r.key for r in rejected],
+        "message_value": [r.value for r in rejected],
+        "code": [r.code.value for r in rejected],
+        "error_class": [r.error_class for r in rejected],
+        "message": [r.message for r in rejected],
+        "operation_id": [r.operation_id for r in rejected],
+    }
+
+
+def rejected_from_row(row: Row) -> RejectedMessage:
+    return RejectedMessage(
+        topic=row["topic"],
+        partition=row["partition"],
+        offset=row["offset"],
+        key=row["message_key"],
+        value=row["message_value"],
+        code=StatusCode(row["code"]),
+        error_class=row["error_class"],
+        message=row["message"],
+        operation_id=row["operation_id"],
+    )

@@ -1,0 +1,321 @@
+"""The SQL of the PostgreSQL store. Every batch statement is set-based: parallel arrays in
+(``unnest``), one statement out, whatever the batch size. Names are unqualified: the connection's
+search_path points at the configured schema."""
+
+from __future__ import annotations
+
+OPERATION_COLUMNS = """
+    operation_id, space, document_id, expected_revision, fingerprint, stage, sequence, attempts,
+    last_error_code, last_error_class, last_error_message, stage_times, next_retry_at, dlq_id,
+    created_at, updated_at"""
+
+# Create-if-absent (first writer wins) and, for the rows this statement created, their PREPARED
+# event in the outbox: one statement.
+INSERT_OPERATIONS = """
+WITH incoming AS (
+    SELECT *
+    FROM unnest(
+        %(operation_id)s::text[], %(space)s::text[], %(document_id)s::text[],
+        %(expected_revision)s::int[], %(fingerprint)s::text[], %(plan_bytes)s::bytea[],
+        %(stage)s::text[], %(sequence)s::int[], %(attempts)s::int[],
+        %(last_error_code)s::text[], %(last_error_class)s::text[], %(last_error_message)s::text[],
+        %(stage_times)s::text[], %(next_retry_at)s::timestamptz[], %(dlq_id)s::text[],
+        %(created_at)s::timestamptz[], %(updated_at)s::timestamptz[],
+        %(message_key)s::bytea[], %(message_value)s::bytea[], %(headers)s::text[]
+    ) WITH ORDINALITY AS i(
+        operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
+        sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
+        next_retry_at, dlq_id, created_at, updated_at, message_key, message_value, headers, ord
+    )
+), inserted AS (
+    INSERT INTO operations (
+        operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
+        sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
+        next_retry_at, dlq_id, created_at, updated_at
+    )
+    SELECT operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
+           sequence, attempts, last_error_code, last_error_class, last_error_message,
+           stage_times::jsonb, next_retry_at, dlq_id, created_at, updated_at
+    FROM incoming
+    ORDER BY operation_id  -- a stable order: concurrent inserters wait instead of deadlocking
+    ON CONFLICT (operation_id) DO NOTHING
+    RETURNING operation_id
+)
+INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
+SELECT %(topic)s, i.message_key, i.message_value, i.headers::jsonb, i.operation_id, i.sequence
+FROM incoming AS i JOIN inserted USING (operation_id)
+ORDER BY i.ord
+"""
+
+LOCK_OPERATIONS = (
+    "SELECT"
+    + OPERATION_COLUMNS
+    + """
+FROM operations
+WHERE operation_id = ANY(%(operation_id)s::text[])
+ORDER BY operation_id
+FOR UPDATE
+"""
+)
+
+# Optimistic compare-and-set on sequence, and the events of the rows it moved, in one statement.
+# Returns the ids it updated; the caller compares them with what it asked for.
+SAVE_OPERATIONS = """
+WITH snapshot AS (
+    SELECT *
+    FROM unnest(
+        %(operation_id)s::text[], %(expected_sequence)s::int[], %(stage)s::text[],
+        %(sequence)s::int[], %(attempts)s::int[], %(last_error_code)s::text[],
+        %(last_error_class)s::text[], %(last_error_message)s::text[], %(stage_times)s::text[],
+        %(next_retry_at)s::timestamptz[], %(dlq_id)s::text[], %(updated_at)s::timestamptz[]
+    ) AS s(
+        operation_id, expected_sequence, stage, sequence, attempts, last_error_code,
+        last_error_class, last_error_message, stage_times, next_retry_at, dlq_id, updated_at
+    )
+), updated AS (
+    UPDATE operations AS o
+    SET stage = s.stage,
+        sequence = s.sequence,
+        attempts = s.attempts,
+        last_error_code = s.last_error_code,
+        last_error_class = s.last_error_class,
+        last_error_message = s.last_error_message,
+        stage_times = s.stage_times::jsonb,
+        next_retry_at = s.next_retry_at,
+        dlq_id = s.dlq_id,
+        updated_at = s.updated_at
+    FROM snapshot AS s
+    WHERE o.operation_id = s.operation_id AND o.sequence = s.expected_sequence
+    RETURNING o.operation_id
+), event AS (
+    SELECT *
+    FROM unnest(
+        %(event_operation_id)s::text[], %(event_sequence)s::int[], %(event_key)s::bytea[],
+        %(event_value)s::bytea[], %(event_headers)s::text[]
+    ) WITH ORDINALITY AS e(operation_id, sequence, message_key, message_value, headers, ord)
+), published AS (
+    INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
+    SELECT %(topic)s, e.message_key, e.message_value, e.headers::jsonb, e.operation_id, e.sequence
+    FROM event AS e JOIN updated USING (operation_id)
+    ORDER BY e.ord
+)
+SELECT operation_id FROM updated
+"""
+
+DOCUMENT_REVISIONS = """
+SELECT d.space, d.document_id, d.revision, d.operation_id
+FROM document_states AS d
+JOIN unnest(%(space)s::text[], %(document_id)s::text[]) AS k(space, document_id)
+  ON d.space = k.space AND d.document_id = k.document_id
+"""
+
+# Revision compare-and-set (insert for revision 1, update from revision - 1 otherwise), then for
+# the documents it moved: the history row and the removal of their old fact sources.
+COMMIT_DOCUMENT_STATES = """
+WITH incoming AS (
+    SELECT *
+    FROM unnest(
+        %(space)s::text[], %(document_id)s::text[], %(revision)s::int[], %(operation_id)s::text[],
+        %(content_hash)s::text[], %(document_version)s::text[], %(node_ids)s::text[],
+        %(edge_keys)s::text[], %(superseded_edge_keys)s::text[], %(committed_at)s::timestamptz[],
+        %(state)s::text[]
+    ) AS n(
+        space, document_id, revision, operation_id, content_hash, document_version, node_ids,
+        edge_keys, superseded_edge_keys, committed_at, state
+    )
+), created AS (
+    INSERT INTO document_states (
+        space, document_id, revision, operation_id, content_hash, document_version, node_ids,
+        edge_keys, superseded_edge_keys, committed_at
+    )
+    SELECT space, document_id, revision, operation_id, content_hash, document_version,
+           node_ids::jsonb, edge_keys::jsonb, superseded_edge_keys::jsonb, committed_at
+    FROM incoming
+    WHERE revision = 1
+    ON CONFLICT (space, document_id) DO NOTHING
+    RETURNING space, document_id
+), advanced AS (
+    UPDATE document_states AS d
+    SET revision = n.revision,
+        operation_id = n.operation_id,
+        content_hash = n.content_hash,
+        document_version = n.document_version,
+        node_ids = n.node_ids::jsonb,
+        edge_keys = n.edge_keys::jsonb,
+        superseded_edge_keys = n.superseded_edge_keys::jsonb,
+        committed_at = n.committed_at
+    FROM incoming AS n
+    WHERE n.revision > 1
+      AND d.space = n.space AND d.document_id = n.document_id AND d.revision = n.revision - 1
+    RETURNING d.space, d.document_id
+), committed AS (
+    SELECT space, document_id FROM created
+    UNION ALL
+    SELECT space, document_id FROM advanced
+), history AS (
+    INSERT INTO document_history (space, document_id, revision, operation_id, state, committed_at)
+    SELECT n.space, n.document_id, n.revision, n.operation_id, n.state::jsonb, n.committed_at
+    FROM incoming AS n JOIN committed USING (space, document_id)
+    ON CONFLICT (space, document_id, revision) DO NOTHING
+), old_facts AS (
+    DELETE FROM fact_sources AS f
+    USING committed AS c
+    WHERE f.space = c.space AND f.document_id = c.document_id
+)
+SELECT space, document_id FROM committed
+"""
+
+INSERT_FACT_SOURCES = """
+INSERT INTO fact_sources (space, document_id, fact_id, kind, evidence, operation_id, ordinal)
+SELECT space, document_id, fact_id, kind, evidence::jsonb, operation_id, ordinal
+FROM unnest(
+    %(space)s::text[], %(document_id)s::text[], %(fact_id)s::text[], %(kind)s::text[],
+    %(evidence)s::text[], %(operation_id)s::text[], %(ordinal)s::int[]
+) AS f(space, document_id, fact_id, kind, evidence, operation_id, ordinal)
+"""
+
+ENSURE_HISTORY = """
+INSERT INTO document_history (space, document_id, revision, operation_id, state, committed_at)
+SELECT space, document_id, revision, operation_id, state::jsonb, committed_at
+FROM unnest(
+    %(space)s::text[], %(document_id)s::text[], %(revision)s::int[], %(operation_id)s::text[],
+    %(state)s::text[], %(committed_at)s::timestamptz[]
+) AS h(space, document_id, revision, operation_id, state, committed_at)
+ON CONFLICT (space, document_id, revision) DO NOTHING
+"""
+
+# One transaction-scoped advisory lock per (schema, space, node), taken in a stable order so two
+# appliers cannot deadlock on them: serialises "one type per node" checks for the same node.
+LOCK_REGISTRY_NODES = """
+SELECT count(pg_advisory_xact_lock(lock_key))
+FROM (
+    SELECT DISTINCT hashtextextended(
+        'entity_registry' || chr(31) || current_schema() || chr(31) || space || chr(31) || node_id,
+        0
+    ) AS lock_key
+    FROM unnest(%(space)s::text[], %(node_id)s::text[]) AS n(space, node_id)
+    ORDER BY lock_key
+) AS locks
+"""
+
+# Existing rows for any of the keys or nodes (a superset: the caller matches exactly), locked.
+# Written as two index-friendly disjuncts (primary key; (space, node_id)).
+SELECT_REGISTRY = """
+SELECT space, entity_type, normalized_name, name, node_id, aliases
+FROM entity_registry
+WHERE (space = ANY(%(space)s::text[])
+       AND entity_type = ANY(%(entity_type)s::text[])
+       AND normalized_name = ANY(%(normalized_name)s::text[]))
+   OR (space = ANY(%(space)s::text[]) AND node_id = ANY(%(node_id)s::text[]))
+FOR UPDATE
+"""
+
+# A name registered concurrently to another node is not touched (WHERE) and not returned.
+UPSERT_REGISTRY = """
+INSERT INTO entity_registry AS r (
+    space, entity_type, normalized_name, name, node_id, aliases, created_at, updated_at
+)
+SELECT space, entity_type, normalized_name, name, node_id,
+       ARRAY(SELECT jsonb_array_elements_text(aliases::jsonb)), now(), now()
+FROM unnest(
+    %(space)s::text[], %(entity_type)s::text[], %(normalized_name)s::text[], %(name)s::text[],
+    %(node_id)s::text[], %(aliases)s::text[]
+) AS i(space, entity_type, normalized_name, name, node_id, aliases)
+ON CONFLICT (space, entity_type, normalized_name) DO UPDATE
+SET aliases = ARRAY(
+        SELECT DISTINCT (alias COLLATE "C") FROM unnest(r.aliases || EXCLUDED.aliases) AS alias
+        ORDER BY 1
+    ),
+    updated_at = now()
+WHERE r.node_id = EXCLUDED.node_id
+RETURNING space, entity_type, normalized_name
+"""
+
+SELECT_REGISTRY_NODES = """
+SELECT r.space, r.entity_type, r.normalized_name, r.node_id
+FROM entity_registry AS r
+JOIN unnest(%(space)s::text[], %(entity_type)s::text[], %(normalized_name)s::text[])
+  AS k(space, entity_type, normalized_name)
+  ON r.space = k.space AND r.entity_type = k.entity_type
+ AND r.normalized_name = k.normalized_name
+"""
+
+PARKED_BEHIND = (
+    "SELECT "
+    + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
+    + """, o.plan_bytes
+FROM operations AS o
+JOIN unnest(%(space)s::text[], %(document_id)s::text[], %(expected_revision)s::int[])
+  WITH ORDINALITY AS k(space, document_id, expected_revision, ord)
+  ON o.space = k.space AND o.document_id = k.document_id
+ AND o.expected_revision = k.expected_revision
+WHERE o.stage = %(stage)s
+ORDER BY k.ord, o.created_at, o.operation_id
+FOR UPDATE OF o
+"""
+)
+
+ENQUEUE = """
+INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
+SELECT topic, message_key, message_value, headers::jsonb, operation_id, sequence
+FROM unnest(
+    %(topic)s::text[], %(message_key)s::bytea[], %(message_value)s::bytea[], %(headers)s::text[],
+    %(operation_id)s::text[], %(sequence)s::int[]
+) WITH ORDINALITY AS m(topic, message_key, message_value, headers, operation_id, sequence, ord)
+ORDER BY ord
+"""
+
+RECORD_REJECTED = """
+INSERT INTO rejected_messages (
+    topic, partition, "offset", message_key, message_value, code, error_class, message,
+    operation_id
+)
+SELECT topic, partition, "offset", message_key, message_value, code, error_class, message,
+       operation_id
+FROM unnest(
+    %(topic)s::text[], %(partition)s::int[], %(offset)s::bigint[], %(message_key)s::bytea[],
+    %(message_value)s::bytea[], %(code)s::text[], %(error_class)s::text[], %(message)s::text[],
+    %(operation_id)s::text[]
+) WITH ORDINALITY AS r(
+    topic, partition, "offset", message_key, message_value, code, error_class, message,
+    operation_id, ord
+)
+ORDER BY ord
+ON CONFLICT (topic, partition, "offset") DO NOTHING
+"""
+
+# -- reads (outside a unit of work) ------------------------------------------------------------
+
+GET_OPERATION = "SELECT" + OPERATION_COLUMNS + "\nFROM operations WHERE operation_id = %s"
+
+GET_PLAN_BYTES = "SELECT plan_bytes FROM operations WHERE operation_id = %s"
+
+GET_DOCUMENT_STATE = """
+SELECT d.space, d.document_id, d.revision, d.operation_id, d.content_hash, d.document_version,
+       d.node_ids, d.edge_keys, d.superseded_edge_keys, d.committed_at,
+       COALESCE(
+           (SELECT jsonb_agg(
+                       jsonb_build_object('fact_id', f.fact_id, 'kind', f.kind,
+                                          'evidence', f.evidence)
+                       ORDER BY f.ordinal, f.fact_id)
+            FROM fact_sources AS f
+            WHERE f.space = d.space AND f.document_id = d.document_id),
+           '[]'::jsonb
+       ) AS fact_sources
+FROM document_states AS d
+WHERE d.space = %s AND d.document_id = %s
+"""
+
+DOCUMENT_HISTORY = """
+SELECT state FROM document_history
+WHERE space = %s AND document_id = %s
+ORDER BY revision
+"""
+
+LIST_REJECTED = """
+SELECT topic, partition, "offset", message_key, message_value, code, error_class, message,
+       operation_id
+FROM rejected_messages
+ORDER BY id DESC
+LIMIT %s
+"""

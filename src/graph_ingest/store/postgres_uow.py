@@ -1,0 +1,303 @@
+"""The PostgreSQL unit of work: one connection, one transaction, one set statement per call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+
+from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.state import DocumentState, EntityRegistration
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.store import postgres_rows as rows
+from graph_ingest.store import postgres_sql as sql
+from graph_ingest.store.base import (
+    CommittedRevision,
+    NewOperation,
+    OperationEventEncoder,
+    OutboxMessage,
+    RejectedMessage,
+    StoreError,
+)
+from graph_ingest.store.errors import translated
+from graph_ingest.store.registry_rules import (
+    check_against_existing,
+    merge_within_call,
+    reassignment,
+    registry_key,
+)
+
+DocumentKey = tuple[str, str]
+
+
+class PostgresUnitOfWork:
+    """Implements ``UnitOfWork`` on a connection whose transaction the store opens and ends.
+
+    Each method costs one statement for the whole list (two for ``commit_document_states`` when
+    there are fact sources; the registry adds a lock and a check). Methods that raise leave
+    nothing of their own call written: their writes run inside a savepoint.
+    """
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        *,
+        event_encoder: OperationEventEncoder,
+        operations_topic: str,
+    ) -> None:
+        self._conn = conn
+        self._cur: psycopg.Cursor[DictRow] = conn.cursor(row_factory=dict_row)
+        self._encode = event_encoder
+        self._topic = operations_topic
+
+    # -- operations --------------------------------------------------------------------------
+
+    @translated
+    def insert_operations(self, new: Sequence[NewOperation]) -> None:
+        first = {n.operation.operation_id: n for n in reversed(new)}  # first occurrence wins
+        unique = [n for n in new if first[n.operation.operation_id] is n]
+        if not unique:
+            return
+        values = [(n.operation, n.plan_bytes, self._encode(n.operation)) for n in unique]
+        self._execute(
+            sql.INSERT_OPERATIONS, {**rows.new_operation_columns(values), "topic": self._topic}
+        )
+
+    @translated
+    def lock_operations(self, operation_ids: Sequence[str]) -> dict[str, Operation]:
+        if not operation_ids:
+            return {}
+        found = self._fetch(sql.LOCK_OPERATIONS, {"operation_id": sorted(set(operation_ids))})
+        return {row["operation_id"]: rows.operation_from_row(row) for row in found}
+
+    @translated
+    def save_operations(self, operations: Sequence[Operation]) -> None:
+        if not operations:
+            return
+        chains = snapshot_chains(operations)
+        latest = [(chain[-1], chain[0].sequence - 1) for chain in chains.values()]
+        events = [(op, self._encode(op)) for op in operations]
+        params = {
+            **rows.saved_operation_columns(latest),
+            **rows.event_columns(events),
+            "topic": self._topic,
+        }
+        with self._savepoint():
+            updated = {row["operation_id"] for row in self._fetch(sql.SAVE_OPERATIONS, params)}
+            lost = {op_id: chain for op_id, chain in chains.items() if op_id not in updated}
+            if lost:
+                raise self._lost_race(lost)
+
+    def _lost_race(self, lost: Mapping[str, list[Operation]]) -> StoreError:
+        stored = {
+            row["operation_id"]: row["sequence"]
+            for row in self._fetch(sql.LOCK_OPERATIONS, {"operation_id": sorted(lost)})
+        }
+        details = []
+        for op_id, chain in sorted(lost.items())[:5]:
+            expected = chain[0].sequence - 1
+            actual = stored.get(op_id)
+            found = "does not exist" if actual is None else f"is at sequence {actual}"
+            details.append(
+                f"operation {op_id} {found}; snapshot {chain[0].sequence} expects {expected}"
+            )
+        code = StatusCode.ABORTED if stored else StatusCode.NOT_FOUND
+        return StoreError(
+            f"stale operation snapshot ({len(lost)} of them; another worker moved them on?): "
+            + "; ".join(details),
+            code=code,
+        )
+
+    # -- documents ---------------------------------------------------------------------------
+
+    @translated
+    def document_revisions(
+        self, keys: Sequence[DocumentKey]
+    ) -> dict[DocumentKey, CommittedRevision]:
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return {}
+        found = self._fetch(
+            sql.DOCUMENT_REVISIONS,
+            {"space": [k[0] for k in unique], "document_id": [k[1] for k in unique]},
+        )
+        return {
+            (row["space"], row["document_id"]): CommittedRevision(
+                space=row["space"],
+                document_id=row["document_id"],
+                revision=row["revision"],
+                operation_id=row["operation_id"],
+            )
+            for row in found
+        }
+
+    @translated
+    def commit_document_states(self, states: Sequence[DocumentState]) -> set[DocumentKey]:
+        if not states:
+            return set()
+        check_commit_batch(states)
+        stamped = stamp_committed_at(states)
+        # Revision 0 can never be the result of a compare-and-set: treat it as a failed one.
+        candidates = [s for s in stamped if s.revision >= 1]
+        committed: set[DocumentKey] = set()
+        if candidates:
+            found = self._fetch(sql.COMMIT_DOCUMENT_STATES, rows.state_columns(candidates))
+            committed = {(row["space"], row["document_id"]) for row in found}
+        with_facts = [
+            s for s in candidates if (s.space, s.document_id) in committed and s.fact_sources
+        ]
+        if with_facts:
+            self._execute(sql.INSERT_FACT_SOURCES, rows.fact_source_columns(with_facts))
+        return {(s.space, s.document_id) for s in states} - committed
+
+    @translated
+    def ensure_history(self, states: Sequence[DocumentState]) -> None:
+        if states:
+            self._execute(sql.ENSURE_HISTORY, rows.state_columns(stamp_committed_at(states)))
+
+    # -- registry ----------------------------------------------------------------------------
+
+    @translated
+    def register_entities(self, registrations: Sequence[EntityRegistration]) -> None:
+        if not registrations:
+            return
+        merged = merge_within_call(registrations)
+        nodes = sorted({(r.space, r.node_id) for r in merged})
+        self._execute(
+            sql.LOCK_REGISTRY_NODES,
+            {"space": [n[0] for n in nodes], "node_id": [n[1] for n in nodes]},
+        )
+        existing = [
+            rows.registry_row(row)
+            for row in self._fetch(
+                sql.SELECT_REGISTRY,
+                {
+                    "space": sorted({r.space for r in merged}),
+                    "entity_type": sorted({r.entity_type for r in merged}),
+                    "normalized_name": sorted({r.normalized_name for r in merged}),
+                    "node_id": sorted({r.node_id for r in merged}),
+                },
+            )
+        ]
+        check_against_existing(merged, existing)
+        stored = {row.key: row for row in existing}
+        to_write = [
+            r
+            for r in merged
+            if (row := stored.get(registry_key(r))) is None
+            or not set(r.aliases) <= set(row.aliases)
+        ]
+        if not to_write:
+            return
+        with self._savepoint():
+            found = self._fetch(sql.UPSERT_REGISTRY, rows.registration_columns(to_write))
+            written = {(row["space"], row["entity_type"], row["normalized_name"]) for row in found}
+            lost = [r for r in to_write if registry_key(r) not in written]
+            if lost:
+                # Another transaction registered one of these new names first, to another node.
+                bound = {
+                    (row["space"], row["entity_type"], row["normalized_name"]): row["node_id"]
+                    for row in self._fetch(
+                        sql.SELECT_REGISTRY_NODES, rows.registration_columns(lost)
+                    )
+                }
+                key = registry_key(lost[0])
+                raise reassignment(
+                    key, bound.get(key, "<unknown>"), lost[0].node_id, "registered concurrently"
+                )
+
+    # -- parked, outbox, rejected ------------------------------------------------------------
+
+    @translated
+    def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[tuple[Operation, bytes]]:
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return []
+        found = self._fetch(
+            sql.PARKED_BEHIND,
+            {
+                "space": [k[0] for k in unique],
+                "document_id": [k[1] for k in unique],
+                "expected_revision": [k[2] for k in unique],
+                "stage": Stage.PARKED.value,
+            },
+        )
+        return [(rows.operation_from_row(row), bytes(row["plan_bytes"])) for row in found]
+
+    @translated
+    def enqueue(self, messages: Sequence[OutboxMessage]) -> None:
+        if messages:
+            self._execute(sql.ENQUEUE, rows.outbox_columns(messages))
+
+    @translated
+    def record_rejected(self, rejected: Sequence[RejectedMessage]) -> None:
+        if rejected:
+            self._execute(sql.RECORD_REJECTED, rows.rejected_columns(rejected))
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _execute(self, query: str, params: Mapping[str, Any]) -> None:
+        self._cur.execute(query, params)
+
+    def _fetch(self, query: str, params: Mapping[str, Any]) -> list[DictRow]:
+        self._execute(query, params)
+        return self._cur.fetchall()
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        """Undo the block's writes if it raises; the surrounding transaction goes on."""
+        self._cur.execute("SAVEPOINT graph_ingest_call")
+        try:
+            yield
+        except BaseException:
+            with suppress(psycopg.Error):  # a dead connection: the whole transaction is lost
+                self._cur.execute("ROLLBACK TO SAVEPOINT graph_ingest_call")
+            raise
+        self._cur.execute("RELEASE SAVEPOINT graph_ingest_call")
+
+
+def snapshot_chains(operations: Sequence[Operation]) -> dict[str, list[Operation]]:
+    """Group snapshots by operation, in call order; each operation's must be consecutive."""
+    chains: dict[str, list[Operation]] = {}
+    for op in operations:
+        chain = chains.setdefault(op.operation_id, [])
+        if chain and op.sequence != chain[-1].sequence + 1:
+            raise StoreError(
+                f"snapshots of operation {op.operation_id} in one call must have consecutive "
+                f"sequences; got {chain[-1].sequence} then {op.sequence}",
+                code=StatusCode.INVALID_ARGUMENT,
+            )
+        chain.append(op)
+    return chains
+
+
+def check_commit_batch(states: Sequence[DocumentState]) -> None:
+    """One state per document per call, and unique fact ids within each state."""
+    seen: set[DocumentKey] = set()
+    for state in states:
+        key = (state.space, state.document_id)
+        if key in seen:
+            raise StoreError(
+                f"document {state.space}/{state.document_id} appears twice in one commit",
+                code=StatusCode.INVALID_ARGUMENT,
+            )
+        seen.add(key)
+        fact_ids = [f.fact_id for f in state.fact_sources]
+        if len(fact_ids) != len(set(fact_ids)):
+            repeated = sorted({f for f in fact_ids if fact_ids.count(f) > 1})
+            raise StoreError(
+                f"document {state.space}/{state.document_id} lists fact sources twice: "
+                f"{repeated[:5]}",
+                code=StatusCode.INVALID_ARGUMENT,
+            )
+
+
+def stamp_committed_at(states: Sequence[DocumentState]) -> list[DocumentState]:
+    """States without a commit time get the same 'now' (UTC)."""
+    now = datetime.now(UTC)
+    return [s if s.committed_at else s.model_copy(update={"committed_at": now}) for s in states]

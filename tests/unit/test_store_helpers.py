@@ -1,0 +1,91 @@
+"""Pure parts of the PostgreSQL store: migrations on disk, batch checks, row conversions."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from graph_ingest.domain.operation import ErrorInfo, Operation
+from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.state import DocumentState, FactKind, FactSource
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.store.base import StoreError
+from graph_ingest.store.migrate import available_migrations
+from graph_ingest.store.postgres_rows import operation_from_row, snapshot_values
+from graph_ingest.store.postgres_uow import check_commit_batch, snapshot_chains, stamp_committed_at
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def op(n: str) -> Operation:
+    return Operation.prepared(
+        operation_id=n, space="kb", document_id="d", expected_revision=0, fingerprint="v1:x", at=T0
+    )
+
+
+def state(doc: str, *fact_ids: str) -> DocumentState:
+    return DocumentState(
+        space="kb",
+        document_id=doc,
+        revision=1,
+        operation_id="op",
+        content_hash="h",
+        document_version="v1",
+        fact_sources=tuple(FactSource(fact_id=f, kind=FactKind.NODE) for f in fact_ids),
+    )
+
+
+def test_migrations_are_versioned_in_order_and_carry_the_outbox_shape() -> None:
+    migrations = available_migrations()
+    assert [m.version for m in migrations] == sorted(m.version for m in migrations)
+    assert migrations[0].version == "0001" and migrations[0].name == "initial"
+    text = migrations[0].sql.decode()
+    assert "id             BIGSERIAL PRIMARY KEY" in text
+    assert "WHERE published_at IS NULL" in text
+
+
+def test_snapshot_chains_group_consecutive_snapshots_per_operation() -> None:
+    a1, b1 = op("a"), op("b")
+    a2 = a1.transition(Stage.GRAPH_APPLIED, T0)
+    a3 = a2.transition(Stage.STATE_COMMITTED, T0)
+    assert snapshot_chains([a2, b1, a3]) == {"a": [a2, a3], "b": [b1]}
+    with pytest.raises(StoreError) as raised:
+        snapshot_chains([a3, a2])
+    assert raised.value.code is StatusCode.INVALID_ARGUMENT
+
+
+def test_commit_batch_refuses_repeated_documents_and_fact_ids() -> None:
+    check_commit_batch([state("d1", "f1", "f2"), state("d2", "f1")])
+    with pytest.raises(StoreError, match="appears twice"):
+        check_commit_batch([state("d1"), state("d1")])
+    with pytest.raises(StoreError, match=r"fact sources twice: \['f1'\]"):
+        check_commit_batch([state("d1", "f1", "f2", "f1")])
+
+
+def test_stamp_fills_only_missing_commit_times() -> None:
+    stamped_before = state("d1").model_copy(update={"committed_at": T0})
+    first, second = stamp_committed_at([stamped_before, state("d2")])
+    assert first.committed_at == T0
+    assert second.committed_at is not None and second.committed_at.tzinfo is not None
+
+
+def test_operation_columns_round_trip() -> None:
+    error = ErrorInfo(code=StatusCode.UNAVAILABLE, error_class="X", message="down")
+    original = (
+        op("a")
+        .transition(Stage.FAILED, T0 + timedelta(seconds=1), error)
+        .model_copy(update={"next_retry_at": T0 + timedelta(seconds=5), "dlq_id": "q"})
+    )
+    values = snapshot_values(original)
+    row = {
+        **values,
+        "stage_times": json.loads(values["stage_times"]),  # what psycopg hands back for JSONB
+        "space": "kb",
+        "document_id": "d",
+        "expected_revision": 0,
+        "fingerprint": "v1:x",
+        "created_at": T0,
+    }
+    assert operation_from_row(row) == original
