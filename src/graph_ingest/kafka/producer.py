@@ -1,0 +1,251 @@
+"""A thin producer wrapper: produce a batch, wait for every acknowledgement, or raise.
+
+``produce_batch`` never returns while a message of the batch is unconfirmed: callers (the outbox
+relay, the plan publisher) only record success after it returns. Idempotence and ``acks=all`` come
+from :meth:`KafkaSettings.producer_config`, so order within a partition survives broker retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.kafka.errors import KafkaIngestError, KafkaUnavailable, translate_kafka_error
+from graph_ingest.settings import KafkaSettings
+
+logger = logging.getLogger(__name__)
+_client_logger = logging.getLogger("graph_ingest.kafka.client")
+
+DEFAULT_FLUSH_TIMEOUT_S = 30.0
+_QUEUE_FULL_POLL_S = 0.1
+
+
+class ProducerMessage(Protocol):
+    """What ``produce_batch`` needs of a message (``store.base.OutboxMessage`` fits)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def key(self) -> bytes | None: ...
+
+    @property
+    def value(self) -> bytes: ...
+
+    @property
+    def headers(self) -> Mapping[str, str | bytes]: ...
+
+
+def kafka_headers(headers: Mapping[str, str | bytes]) -> list[tuple[str, str | bytes | None]]:
+    """Header mapping -> the list librdkafka takes (str values encoded as UTF-8)."""
+    return [(k, v if isinstance(v, bytes) else str(v).encode("utf-8")) for k, v in headers.items()]
+
+
+def _ours(exc: BaseException | KafkaError, context: str) -> KafkaIngestError:
+    error = translate_kafka_error(exc, context=context)
+    if isinstance(error, KafkaIngestError):
+        return error
+    wrapped = KafkaIngestError(str(error), code=error.code)  # pragma: no cover - driver errors only
+    wrapped.__cause__ = error
+    return wrapped
+
+
+class _Deliveries:
+    """Collects the delivery reports of one batch."""
+
+    def __init__(self, size: int) -> None:
+        self.pending = size
+        self.ok = [False] * size
+        self.failures: list[tuple[int, KafkaError]] = []
+
+    def callback(self, index: int) -> Any:
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            self.pending -= 1
+            if err is None:
+                self.ok[index] = True
+            else:
+                self.failures.append((index, err))
+
+        return on_delivery
+
+    def delivered_prefix(self) -> int:
+        """How many leading messages are confirmed delivered."""
+        return next((i for i, ok in enumerate(self.ok) if not ok), len(self.ok))
+
+
+class KafkaProducer:
+    """Owns one confluent-kafka ``Producer``; created in :meth:`start`, never in ``__init__``."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        *,
+        flush_timeout_s: float = DEFAULT_FLUSH_TIMEOUT_S,
+        **overrides: Any,
+    ) -> None:
+        self._settings = settings
+        self._flush_timeout_s = flush_timeout_s
+        self._overrides = overrides
+        self._producer: Producer | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self._settings.producer_config(**self._overrides)
+
+    @property
+    def started(self) -> bool:
+        return self._producer is not None
+
+    def start(self) -> None:
+        if self._producer is not None:
+            return
+        # librdkafka's own log lines go through Python logging (served by poll/flush).
+        config = {**self.config, "error_cb": self._on_client_error, "logger": _client_logger}
+        try:
+            self._producer = Producer(config)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise translate_kafka_error(exc, context="creating the Kafka producer") from exc
+
+    def __enter__(self) -> KafkaProducer:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        # Broker-down and similar: librdkafka keeps retrying by itself; delivery reports decide.
+        level = logging.ERROR if err.fatal() else logging.WARNING
+        logger.log(level, "kafka[%s] client error: %s", self._settings.bootstrap_servers, err)
+
+    def _require(self) -> Producer:
+        if self._producer is None:
+            raise KafkaIngestError(
+                "KafkaProducer used before start()", code=StatusCode.FAILED_PRECONDITION
+            )
+        return self._producer
+
+    def produce_batch(
+        self, messages: Sequence[ProducerMessage], *, timeout_s: float | None = None
+    ) -> None:
+        """Produce every message in order, flush, and raise unless every delivery succeeded.
+
+        Messages with the same key go to the same partition in the order given. On failure the
+        :class:`KafkaIngestError` raised says in ``delivered`` how many leading messages were
+        confirmed; later ones may or may not have been written, so callers send them again
+        (at-least-once; consumers de-duplicate).
+        """
+        if not messages:
+            return
+        producer = self._require()
+        timeout = self._flush_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout
+        self._drain_leftovers(producer, deadline)
+
+        deliveries = _Deliveries(len(messages))
+        for index, message in enumerate(messages):
+            try:
+                self._produce_one(producer, message, deliveries.callback(index), deadline)
+            except (KafkaException, BufferError, ValueError, TypeError) as exc:
+                # What was already handed to librdkafka is in flight: settle it before raising,
+                # so its reports do not leak into the next batch's accounting.
+                producer.flush(max(0.0, deadline - time.monotonic()))
+                error = _ours(
+                    exc, f"producing message {index + 1}/{len(messages)} to {message.topic}"
+                )
+                error.delivered = deliveries.delivered_prefix()
+                raise error from exc
+
+        remaining = producer.flush(max(0.0, deadline - time.monotonic()))
+        if deliveries.failures:
+            error = self._delivery_failure(messages, deliveries.failures)
+            error.delivered = deliveries.delivered_prefix()
+            if error.fatal:
+                self._replace_client()
+            raise error
+        if remaining or deliveries.pending:
+            error = KafkaIngestError(
+                f"{deliveries.pending} of {len(messages)} messages not acknowledged within "
+                f"{timeout:g}s (bootstrap {self._settings.bootstrap_servers})",
+                code=StatusCode.DEADLINE_EXCEEDED,
+            )
+            error.delivered = deliveries.delivered_prefix()
+            raise error
+
+    def _produce_one(
+        self, producer: Producer, message: ProducerMessage, on_delivery: Any, deadline: float
+    ) -> None:
+        while True:
+            try:
+                producer.produce(
+                    message.topic,
+                    value=message.value,
+                    key=message.key,
+                    headers=kafka_headers(message.headers),
+                    on_delivery=on_delivery,
+                )
+                return
+            except BufferError:
+                # Local queue full: serve delivery reports to make room, until the deadline.
+                if time.monotonic() >= deadline:
+                    raise
+                producer.poll(_QUEUE_FULL_POLL_S)
+
+    def _drain_leftovers(self, producer: Producer, deadline: float) -> None:
+        """Messages of an earlier failed batch may still be queued: settle them first so that
+        an outage does not pile up copies of the same rows in the local queue."""
+        if len(producer) == 0:
+            return
+        left = producer.flush(max(0.0, deadline - time.monotonic()))
+        if left:
+            raise KafkaUnavailable(
+                f"{left} messages of an earlier batch are still queued for "
+                f"{self._settings.bootstrap_servers}; not producing more"
+            )
+
+    def _delivery_failure(
+        self, messages: Sequence[ProducerMessage], failures: list[tuple[int, KafkaError]]
+    ) -> KafkaIngestError:
+        failures.sort(key=lambda f: f[0])
+        index, first = failures[0]
+        error = _ours(
+            first,
+            f"{len(failures)} of {len(messages)} deliveries failed; first: message "
+            f"{index + 1} to {messages[index].topic}",
+        )
+        error.fatal = error.fatal or any(f.fatal() for _, f in failures)
+        return error
+
+    def _replace_client(self) -> None:
+        """After a fatal error (e.g. the idempotent producer lost its sequence state) the client
+        cannot produce again: drop it and create a fresh one."""
+        logger.error(
+            "kafka[%s] fatal producer error: recreating the client",
+            self._settings.bootstrap_servers,
+        )
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.purge(in_queue=True, in_flight=False)
+            producer.flush(0)
+        self.start()
+
+    def close(self) -> None:
+        """Flush what is queued (bounded by the flush timeout) and drop the client."""
+        producer, self._producer = self._producer, None
+        if producer is None:
+            return
+        left = producer.flush(self._flush_timeout_s)
+        if left:
+            logger.warning(
+                "kafka[%s] producer closed with %d messages undelivered",
+                self._settings.bootstrap_servers,
+                left,
+            )
+
+
+__all__ = ["DEFAULT_FLUSH_TIMEOUT_S", "KafkaProducer", "ProducerMessage", "kafka_headers"]

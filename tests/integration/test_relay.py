@@ -1,0 +1,257 @@
+"""The outbox relay against the real local PostgreSQL and Kafka."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
+from psycopg import sql
+
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import GraphIngestError
+from graph_ingest.kafka.admin import TopicSpec, create_topics, delete_topics
+from graph_ingest.producers.relay import OutboxRelay
+from graph_ingest.settings import Settings
+from graph_ingest.store.migrate import migrate
+from graph_ingest.waiting import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+@dataclass(frozen=True)
+class Outbox:
+    settings: Settings
+    topic: str
+
+    def connect(self) -> psycopg.Connection[tuple[Any, ...]]:
+        return psycopg.connect(self.settings.postgres.conninfo(), autocommit=True)
+
+    def fill(self, operations: int, events: int, headers: str = "{}") -> list[tuple[str, int]]:
+        """Rows for ``operations`` operations x ``events`` sequences, interleaved by id."""
+        rows = [
+            (self.topic, f"op-{o}".encode(), f"op-{o}:{s}".encode(), headers, f"op-{o}", s)
+            for s in range(1, events + 1)
+            for o in range(operations)
+        ]
+        with self.connect() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO outbox (topic, message_key, message_value, headers, operation_id,"
+                " sequence) VALUES (%s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+        return [(str(r[4]), int(r[5])) for r in rows]
+
+    def unpublished(self) -> int:
+        with self.connect() as conn:
+            row = conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+@pytest.fixture
+def outbox(stack_settings: Settings) -> Iterator[Outbox]:
+    """This test's own schema (t_<uuid>, migrated) and operations topic (t.<uuid>.operations)."""
+    tag = uuid.uuid4().hex[:10]
+    topics = stack_settings.topics.model_copy(update={"operations": f"t.{tag}.operations"})
+    settings = stack_settings.model_copy(
+        update={
+            "topics": topics,
+            "postgres": stack_settings.postgres.model_copy(update={"schema_name": f"t_{tag}"}),
+            "relay": stack_settings.relay.model_copy(
+                update={"batch_size": 37, "idle_poll_interval_s": 0.05, "flush_timeout_s": 10.0}
+            ),
+        }
+    )
+    create_topics(settings, [TopicSpec(topics.operations, partitions=3)])
+    migrate(settings.postgres)
+    yield Outbox(settings, topics.operations)
+    delete_topics(settings, [topics.operations])
+    with psycopg.connect(settings.postgres.conninfo(), autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                sql.Identifier(settings.postgres.schema_name)
+            )
+        )
+
+
+def consume(
+    settings: Settings, topic: str, count: int
+) -> list[tuple[bytes, bytes, dict[str, bytes]]]:
+    """Read ``count`` messages from the beginning of every partition: (key, value, headers)."""
+    consumer = Consumer(settings.kafka.consumer_config(f"t.{uuid.uuid4().hex}"))
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    received: list[tuple[bytes, bytes, dict[str, bytes]]] = []
+
+    def enough() -> bool:
+        for message in consumer.consume(500, timeout=0.2):
+            if message.error() is None:
+                received.append(_fields(message))
+        return len(received) >= count
+
+    try:
+        wait_until(enough, timeout_s=60, interval_s=0, what=f"{count} messages on {topic}")
+        # Anything beyond ``count`` would be a duplicate: give it a moment to show up.
+        for message in consumer.consume(500, timeout=1.0):
+            if message.error() is None:
+                received.append(_fields(message))
+    finally:
+        consumer.close()
+    return received
+
+
+def _fields(message: Message) -> tuple[bytes, bytes, dict[str, bytes]]:
+    """(key, value, headers) of a consumed message, typed."""
+    key, value, raw = message.key(), message.value(), message.headers() or []
+    assert isinstance(key, bytes) and isinstance(value, bytes)
+    items = raw.items() if isinstance(raw, dict) else raw
+    return key, value, {k: v for k, v in items if isinstance(v, bytes)}
+
+
+def drain(relay: OutboxRelay) -> int:
+    total = 0
+    while count := relay.run_once():
+        total += count
+    return total
+
+
+def test_relay_publishes_every_row_once_in_order_per_key_and_marks_it(outbox: Outbox) -> None:
+    expected = outbox.fill(operations=12, events=10, headers='{"content-type": "test"}')
+
+    with OutboxRelay(outbox.settings) as relay:
+        assert relay.backlog() == 120
+        published = drain(relay)
+        again = relay.run_once()
+        backlog = relay.backlog()
+
+    assert (published, again, backlog) == (120, 0, 0)
+    assert outbox.unpublished() == 0
+    received = consume(outbox.settings, outbox.topic, len(expected))
+    assert len(received) == len(expected)  # no duplicates without a crash
+    sequences: dict[str, list[int]] = defaultdict(list)
+    for key, value, headers in received:
+        operation_id, sequence = value.decode().split(":")
+        assert key == operation_id.encode()
+        assert headers == {
+            "content-type": b"test",
+            "operation_id": operation_id.encode(),
+            "sequence": sequence.encode(),
+        }
+        sequences[operation_id].append(int(sequence))
+    assert dict(sequences) == {f"op-{o}": list(range(1, 11)) for o in range(12)}
+
+
+def test_rows_stay_unpublished_when_the_broker_is_unreachable(
+    outbox: Outbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    outbox.fill(operations=3, events=4)
+    dead = outbox.settings.model_copy(
+        update={
+            "kafka": outbox.settings.kafka.model_copy(
+                update={"bootstrap_servers": f"127.0.0.1:{_free_port()}"}
+            )
+        }
+    )
+    relay = OutboxRelay(
+        dead,
+        retry_initial_backoff_s=0.1,
+        retry_max_backoff_s=0.2,
+        producer_overrides={"message.timeout.ms": 1500},
+    )
+    relay.start()
+    try:
+        with pytest.raises(GraphIngestError) as caught:
+            relay.run_once()
+        assert caught.value.code.is_transient
+        assert outbox.unpublished() == 12
+
+        stop = threading.Event()
+        caplog.set_level(logging.WARNING, logger="graph_ingest.producers.relay")
+        worker = threading.Thread(target=relay.run, args=(stop,))
+        worker.start()
+        wait_until(
+            lambda: "publishing failed (attempt 2" in caplog.text,
+            timeout_s=30,
+            what="the relay to log two failed attempts",
+        )
+        stop.set()
+        worker.join(timeout=30)
+        assert not worker.is_alive()
+    finally:
+        relay.close()
+
+    assert outbox.unpublished() == 12
+    assert relay.published_total == 0
+
+    # The same rows go out, in full, once the broker is reachable.
+    with OutboxRelay(outbox.settings) as healthy:
+        assert drain(healthy) == 12
+    assert len(consume(outbox.settings, outbox.topic, 12)) == 12
+
+
+def test_a_row_that_cannot_be_published_holds_back_the_rows_after_it(outbox: Outbox) -> None:
+    outbox.fill(operations=1, events=3)
+    with outbox.connect() as conn:
+        conn.execute(
+            "INSERT INTO outbox (topic, message_key, message_value, operation_id, sequence)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            (outbox.topic, b"op-big", b"x" * 10_000, "op-big", 1),
+        )
+    outbox.fill(operations=1, events=3)  # rows after it: they must not go out before it
+    relay = OutboxRelay(outbox.settings, producer_overrides={"message.max.bytes": 4096})
+    relay.start()
+    try:
+        for _ in range(2):  # the rows before it go out once, not on every retry
+            with pytest.raises(GraphIngestError) as caught:
+                relay.run_once()
+            assert caught.value.code is StatusCode.INVALID_ARGUMENT
+            assert "MSG_SIZE_TOO_LARGE" in str(caught.value)
+            assert outbox.unpublished() == 4
+    finally:
+        relay.close()
+
+    assert relay.published_total == 3
+    assert [value for _, value, _ in consume(outbox.settings, outbox.topic, 3)] == [
+        b"op-0:1",
+        b"op-0:2",
+        b"op-0:3",
+    ]
+
+
+def test_one_active_relay_per_schema(outbox: Outbox, caplog: pytest.LogCaptureFixture) -> None:
+    outbox.fill(operations=2, events=3)
+    caplog.set_level(logging.INFO, logger="graph_ingest.producers.relay")
+    first, second = OutboxRelay(outbox.settings), OutboxRelay(outbox.settings)
+    first.start()
+    second.start()
+    try:
+        assert first.run_once() == 6
+        outbox.fill(operations=2, events=1)
+
+        assert second.run_once() == 0
+        assert (first.is_active, second.is_active) == (True, False)
+        assert "standing by" in caplog.text
+        assert outbox.unpublished() == 2
+
+        first.close()  # its connection, and with it the lock, goes away (asynchronously)
+        wait_until(second.run_once, timeout_s=10, what="the standby relay to take over")
+        assert second.is_active
+    finally:
+        first.close()
+        second.close()
+    assert outbox.unpublished() == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
