@@ -39,7 +39,9 @@ def decode_message(message: Message) -> PlanMessage:
         "offset": message.offset(),
         "key": message.key(),
         "value": message.value(),
-        "operation_id_header": op_header.decode("utf-8", "replace") if op_header else None,
+        "operation_id_header": (
+            op_header.decode("utf-8", "replace") if isinstance(op_header, bytes) else op_header
+        ),
     }
     value = message.value()
     if not value:
