@@ -31,3 +31,7 @@ def _register() -> None:
 
 
 _register()
+
+from graph_ingest.cli.stack import stack  # noqa: E402
+
+cli.add_command(stack)

@@ -1,0 +1,31 @@
+"""Environment variables that make ``Settings()`` in a subprocess point at a given stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from graph_ingest.settings import Settings
+
+PREFIX = "GRAPH_INGEST_"
+
+
+def stack_env(settings: Settings) -> dict[str, str]:
+    """Every StackSettings field plus the client addresses, as GRAPH_INGEST_* variables.
+
+    Paths are made absolute, so the child may run in another directory. Merge into a child's environment (``{**os.environ, **stack_env(s)}``) so that a worker
+    started as a subprocess talks to the same Kafka, Neo4j and PostgreSQL as ``settings``.
+    """
+    env = {
+        f"{PREFIX}STACK__{name.upper()}": str(_absolute(value))
+        for name, value in settings.stack.model_dump().items()
+        if value is not None
+    }
+    env[f"{PREFIX}KAFKA__BOOTSTRAP_SERVERS"] = settings.kafka.bootstrap_servers
+    env[f"{PREFIX}NEO4J__URI"] = settings.neo4j.uri
+    env[f"{PREFIX}POSTGRES__HOST"] = settings.postgres.host
+    env[f"{PREFIX}POSTGRES__PORT"] = str(settings.postgres.port)
+    return env
+
+
+def _absolute(value: object) -> object:
+    return value.expanduser().resolve() if isinstance(value, Path) else value
