@@ -1,0 +1,142 @@
+"""Pid files, liveness, stopping and port checks, with throwaway local processes."""
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from graph_ingest.stack import process
+from graph_ingest.stack.process import (
+    is_ours,
+    is_running,
+    port_in_use,
+    read_pid,
+    spawn,
+    tail,
+    terminate,
+    wait_until,
+    write_pid,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+SLEEPER = "import signal, sys, time; {setup}; print('ready', flush=True); time.sleep(300)"
+
+
+def sleeper(setup: str = "pass") -> list[str]:
+    return [sys.executable, "-c", SLEEPER.format(setup=setup)]
+
+
+def says_ready(log: Path) -> bool:
+    """The line the sleeper prints (the log's header line also quotes the word)."""
+    return "ready" in log.read_text().splitlines()
+
+
+@pytest.fixture
+def stranger(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A live process that was not started by ``spawn`` (as after a restart of the tool)."""
+    marker = tmp_path / "marker-arg"
+    proc = subprocess.Popen([*sleeper(), str(marker)], stdout=subprocess.DEVNULL)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_pid_file_round_trip_and_garbage(tmp_path: Path) -> None:
+    path = tmp_path / "pids" / "x.pid"
+
+    assert read_pid(path) is None
+    write_pid(path, 4242)
+    assert read_pid(path) == 4242
+    path.write_text("not a pid\n")
+    assert read_pid(path) is None
+    path.write_text("")
+    assert read_pid(path) is None
+    path.write_text("-5\n")
+    assert read_pid(path) is None
+
+
+def test_spawn_logs_and_records_pid_then_terminate_stops_it(tmp_path: Path) -> None:
+    log, pid_file = tmp_path / "logs" / "s.log", tmp_path / "pids" / "s.pid"
+
+    pid = spawn(sleeper(), log_path=log, pid_path=pid_file)
+
+    assert read_pid(pid_file) == pid
+    assert is_running(pid)
+    assert wait_until(lambda: says_ready(log), timeout_s=20)
+    assert terminate(pid, timeout_s=20) is False  # stopped by SIGTERM, no SIGKILL needed
+    assert not is_running(pid)
+
+
+def test_terminate_kills_a_process_that_ignores_sigterm(tmp_path: Path) -> None:
+    log = tmp_path / "s.log"
+    pid = spawn(
+        sleeper("signal.signal(signal.SIGTERM, signal.SIG_IGN)"),
+        log_path=log,
+        pid_path=tmp_path / "s.pid",
+    )
+    assert wait_until(lambda: says_ready(log), timeout_s=20)
+
+    started = time.monotonic()
+    assert terminate(pid, timeout_s=0.5) is True
+
+    assert not is_running(pid)
+    assert time.monotonic() - started < 10
+
+
+def test_a_zombie_counts_as_dead(tmp_path: Path) -> None:
+    proc = subprocess.Popen(sleeper(), stdout=subprocess.DEVNULL)
+    proc.send_signal(signal.SIGKILL)
+    # Not waited for: until reaped, the kernel keeps it as a zombie with the same pid.
+    assert wait_until(lambda: not is_running(proc.pid), timeout_s=10)
+    proc.wait()
+
+
+def test_is_ours_checks_the_command_line_of_processes_we_did_not_spawn(
+    stranger: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
+    assert is_ours(stranger.pid, str(tmp_path / "marker-arg"))
+    assert not is_ours(stranger.pid, str(tmp_path / "some-other-stack"))
+
+
+def test_is_ours_is_false_for_a_dead_pid() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+
+    assert not is_ours(proc.pid, "anything")
+
+
+def test_port_in_use_sees_a_listener() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert port_in_use(port)
+    assert wait_until(lambda: not port_in_use(port), timeout_s=5)
+
+
+def test_tail_returns_the_last_lines(tmp_path: Path) -> None:
+    log = tmp_path / "big.log"
+    log.write_text("".join(f"line {i}\n" for i in range(10_000)))
+
+    assert tail(log, 3).splitlines() == ["line 9997", "line 9998", "line 9999"]
+    assert "does not exist" in tail(tmp_path / "missing.log")
+
+
+def test_log_is_rotated_when_it_grows_too_big(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(process, "LOG_ROTATE_BYTES", 10)
+    log = tmp_path / "s.log"
+    log.write_text("old content, more than ten bytes\n")
+
+    pid = spawn([sys.executable, "-c", "pass"], log_path=log, pid_path=tmp_path / "s.pid")
+
+    assert wait_until(lambda: not is_running(pid), timeout_s=20)
+    assert "old content" in (tmp_path / "s.log.1").read_text()
+    assert "old content" not in log.read_text()
