@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +19,7 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.errors import GraphPreconditionFailed
-from graph_ingest.graph.neo4j import Neo4jGraphWriter, translate_error
+from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.settings import Neo4jSettings, Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -474,84 +473,3 @@ def test_server_lost_after_start_is_dependency_unavailable(
         with pytest.raises(DependencyUnavailable) as caught:
             graph_writer.apply([(options, Mutation(node_deletes=("a",)))])
         assert caught.value.code is StatusCode.UNAVAILABLE
-
-
-def _server_error(code: str) -> neo4j.exceptions.Neo4jError:
-    # The driver's own factory for server failures (no public constructor takes a code).
-    return neo4j.exceptions.Neo4jError._hydrate_neo4j(code=code, message="m")
-
-
-@pytest.mark.parametrize(
-    ("error", "expected"),
-    [
-        (neo4j.exceptions.ServiceUnavailable("down"), StatusCode.UNAVAILABLE),
-        (neo4j.exceptions.SessionExpired("gone"), StatusCode.UNAVAILABLE),
-        (neo4j.exceptions.IncompleteCommit("unknown outcome"), StatusCode.UNAVAILABLE),
-        (ConnectionRefusedError(111, "refused"), StatusCode.UNAVAILABLE),
-        (_server_error("Neo.TransientError.Transaction.DeadlockDetected"), StatusCode.ABORTED),
-        (_server_error("Neo.TransientError.General.DatabaseUnavailable"), StatusCode.UNAVAILABLE),
-        (
-            _server_error("Neo.ClientError.Schema.ConstraintValidationFailed"),
-            StatusCode.FAILED_PRECONDITION,
-        ),
-        (
-            _server_error("Neo.ClientError.Database.DatabaseNotFound"),
-            StatusCode.FAILED_PRECONDITION,
-        ),
-        (_server_error("Neo.ClientError.Statement.TypeError"), StatusCode.INVALID_ARGUMENT),
-        (_server_error("Neo.ClientError.Statement.SyntaxError"), StatusCode.INVALID_ARGUMENT),
-        (
-            _server_error("Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration"),
-            StatusCode.DEADLINE_EXCEEDED,
-        ),
-        (_server_error("Neo.ClientError.Security.Unauthorized"), StatusCode.UNAUTHENTICATED),
-        (_server_error("Neo.ClientError.Security.Forbidden"), StatusCode.PERMISSION_DENIED),
-        (_server_error("Neo.DatabaseError.General.UnknownError"), StatusCode.INTERNAL),
-    ],
-)
-def test_driver_errors_translate_to_status_codes(
-    error: BaseException, expected: StatusCode
-) -> None:
-    translated = translate_error(error, "apply")
-
-    assert translated.code is expected
-    assert isinstance(translated, GraphIngestError)
-    assert isinstance(translated, DependencyUnavailable) == (expected is StatusCode.UNAVAILABLE)
-    assert type(error).__name__ in translated.message
-
-
-# -- for information: throughput ---------------------------------------------------------------
-
-
-def ring(index: int) -> Mutation:
-    ids = [f"m{index:04d}-n{j}" for j in range(10)]
-    return Mutation(
-        node_upserts=tuple(node(i, "Person", name=i, plan=index) for i in ids),
-        edge_upserts=tuple(
-            edge(ids[j], "RELATED", ids[(j + 1) % 10], weight=j / 10) for j in range(10)
-        ),
-    )
-
-
-def test_throughput_batches_versus_one_at_a_time(
-    writer: Neo4jGraphWriter, label_space: LabelSpace, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """1,000 small mutations (10 nodes + 10 edges) in batches of 200 vs one per call. No timing asserts."""
-    mutations = [ring(i) for i in range(1000)]
-    figures = {}
-    for name, batch_size in (("batches of 200", 200), ("one at a time", 1)):
-        options = label_space.options()
-        writer.ensure_constraints(options)
-        started = time.perf_counter()
-        for start in range(0, len(mutations), batch_size):
-            writer.apply([(options, m) for m in mutations[start : start + batch_size]])
-        elapsed = time.perf_counter() - started
-        assert writer.count_elements(options) == (10_000, 10_000)
-        figures[name] = (elapsed, len(mutations) / elapsed, 20_000 / elapsed)
-
-    with capsys.disabled():
-        for name, (elapsed, plans_per_s, elements_per_s) in figures.items():
-            print(
-                f"\n[neo4j writer] {name}: {elapsed:.2f} s, {plans_per_s:,.0f} mutations/s, "
-                f"{elements_per_s:,.0f} nodes+edges/s"
-            )
