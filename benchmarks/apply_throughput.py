@@ -124,9 +124,10 @@ def raw_neo4j_rate(settings: Settings, plans: list[IngestionPlan]) -> float:
 
 
 def _drop_label(driver: Any, label: str) -> None:
-    driver.execute_query(
-        f"MATCH (n:`{label}`) CALL {{ WITH n DETACH DELETE n }} IN TRANSACTIONS OF 5000 ROWS"
-    )
+    with driver.session() as session:  # CALL … IN TRANSACTIONS needs an auto-commit transaction
+        session.run(
+            f"MATCH (n:`{label}`) CALL {{ WITH n DETACH DELETE n }} IN TRANSACTIONS OF 5000 ROWS"
+        ).consume()
     for name in (f"{label}_id", f"{label}_node_id"):
         driver.execute_query(f"DROP CONSTRAINT `{name}` IF EXISTS")
 

@@ -19,18 +19,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(24
 REPO = Path(__file__).resolve().parents[2]
 
 
-def settings_env(pipeline: Pipeline, stack_env: dict[str, str]) -> dict[str, str]:
-    s = pipeline.settings
-    return {
-        **os.environ,
-        **stack_env,
-        "GRAPH_INGEST_TOPICS__PLANS": s.topics.plans,
-        "GRAPH_INGEST_TOPICS__OPERATIONS": s.topics.operations,
-        "GRAPH_INGEST_POSTGRES__SCHEMA_NAME": s.postgres.schema_name,
-        "GRAPH_INGEST_APPLIER__GROUP_ID": s.applier.group_id,
-    }
-
-
 @pytest.fixture
 def applier_processes(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
     started: list[subprocess.Popen[bytes]] = []
@@ -55,11 +43,10 @@ def start(env: dict[str, str], marker: Path, mode: str, log: Path) -> subprocess
 def test_a_killed_applier_is_finished_by_its_successor(
     window: str,
     pipeline: Pipeline,
-    stack_env: dict[str, str],
     applier_processes: list[subprocess.Popen[bytes]],
     tmp_path: Path,
 ) -> None:
-    env = settings_env(pipeline, stack_env)
+    env = {**os.environ, **pipeline.env()}
     plan = doc_v1(pipeline)
     pipeline.publish(plan)
     marker = tmp_path / "halted"

@@ -9,8 +9,6 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import Consumer, Producer
-from graph_ingest.store.migrate import migrate
-from graph_ingest.store.postgres import PostgresOperationStore
 from neo4j import GraphDatabase
 
 from graph_ingest.consumers.wiring import postgres_store, run_applier
@@ -24,6 +22,9 @@ from graph_ingest.producers.plan_publisher import PlanPublisher
 from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.schemas.codec import decode_operation
 from graph_ingest.settings import Settings
+from graph_ingest.stack.envvars import stack_env
+from graph_ingest.store.migrate import migrate
+from graph_ingest.store.postgres import PostgresOperationStore
 from graph_ingest.waiting import wait_until
 
 
@@ -110,6 +111,17 @@ class Pipeline:
         thread = threading.Thread(target=self._relay.run, args=(self._stop,), daemon=True)
         thread.start()
         self._threads.append(thread)
+
+    def env(self) -> dict[str, str]:
+        """GRAPH_INGEST_* variables that make Settings() in a CLI or subprocess this pipeline's."""
+        s = self.settings
+        return {
+            **stack_env(s),
+            "GRAPH_INGEST_TOPICS__PLANS": s.topics.plans,
+            "GRAPH_INGEST_TOPICS__OPERATIONS": s.topics.operations,
+            "GRAPH_INGEST_POSTGRES__SCHEMA_NAME": s.postgres.schema_name,
+            "GRAPH_INGEST_APPLIER__GROUP_ID": s.applier.group_id,
+        }
 
     # -- input -----------------------------------------------------------------------------
 
