@@ -126,7 +126,7 @@ def raw_neo4j_rate(settings: Settings, plans: list[IngestionPlan]) -> float:
 def _drop_label(driver: Any, label: str) -> None:
     with driver.session() as session:  # CALL … IN TRANSACTIONS needs an auto-commit transaction
         session.run(
-            f"MATCH (n:`{label}`) CALL {{ WITH n DETACH DELETE n }} IN TRANSACTIONS OF 5000 ROWS"
+            f"MATCH (n:`{label}`) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 5000 ROWS"
         ).consume()
     for name in (f"{label}_id", f"{label}_node_id"):
         driver.execute_query(f"DROP CONSTRAINT `{name}` IF EXISTS")

@@ -16,8 +16,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from graph_ingest.store.postgres import PostgresOperationStore
-
 from graph_ingest.cli.signals import stop_on_signals
 from graph_ingest.consumers.wiring import postgres_store, run_applier
 from graph_ingest.domain.mutation import Mutation
@@ -27,6 +25,7 @@ from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import UnitOfWork
+from graph_ingest.store.postgres import PostgresOperationStore
 
 
 def halt(marker: Path) -> None:
