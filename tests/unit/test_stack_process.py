@@ -1,5 +1,6 @@
 """Pid files, liveness, stopping and port checks, with throwaway local processes."""
 
+import os
 import signal
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 from graph_ingest.stack import process
 from graph_ingest.stack.process import (
+    describe_port_use,
     is_ours,
     is_running,
     port_in_use,
@@ -118,6 +120,16 @@ def test_port_in_use_sees_a_listener() -> None:
         port = sock.getsockname()[1]
         assert port_in_use(port)
     assert wait_until(lambda: not port_in_use(port), timeout_s=5)
+
+
+def test_describe_port_use_names_the_listener() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+
+        assert f"pid {os.getpid()} (" in describe_port_use(port)
+        assert "listens on it" in describe_port_use(port)
 
 
 def test_tail_returns_the_last_lines(tmp_path: Path) -> None:

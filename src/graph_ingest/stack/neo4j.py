@@ -37,6 +37,9 @@ def render_neo4j_conf(*, bolt_port: int, data_dir: Path, logs_dir: Path, plugins
         "server.memory.pagecache.size": PAGECACHE,
         "dbms.usage_report.enabled": "false",
         "server.config.strict_validation.enabled": "false",
+        # Bolt's thread pools are shut down after the databases have stopped and checkpointed;
+        # the default 5 s grace (twice) made every clean stop take 10 s instead of 0.4 s.
+        "internal.server.bolt.thread_pool_shutdown_wait_time": "0s",
     }
     lines = ["# Written by graph-ingest stack; edits are overwritten on the next start."]
     lines += [f"{key}={value}" for key, value in settings.items()]

@@ -190,6 +190,52 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     return False
 
 
+_TCP_STATES = {"01": "ESTABLISHED", "06": "TIME_WAIT", "08": "CLOSE_WAIT", "0A": "LISTEN"}
+
+
+def _sockets_on_port(port: int) -> list[tuple[str, str]]:
+    """(state, inode) of every TCP socket whose local port is ``port``, from /proc/net."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.append((_TCP_STATES.get(fields[3], fields[3]), fields[9]))
+    return found
+
+
+def _owners(inodes: set[str]) -> dict[str, int]:
+    owners: dict[str, int] = {}
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            for fd in fd_dir.iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    owners[target[8:-1]] = int(fd_dir.parent.name)
+        except OSError:
+            continue
+    return owners
+
+
+def describe_port_use(port: int) -> str:
+    """Who holds ``port``, as well as /proc tells (e.g. "pid 123 (java) listens on it")."""
+    sockets = _sockets_on_port(port)
+    if not sockets:
+        return "holder unknown"
+    owners = _owners({inode for _, inode in sockets if inode != "0"})
+    parts = []
+    for state, inode in sockets:
+        pid = owners.get(inode)
+        who = f"pid {pid} ({(cmdline(pid) or ['?'])[0].rsplit('/', 1)[-1]})" if pid else "a socket"
+        verb = "listens on it" if state == "LISTEN" else f"uses it as a local port ({state})"
+        parts.append(f"{who} {verb}")
+    return "; ".join(dict.fromkeys(parts))
+
+
 def port_open(port: int, host: str = "127.0.0.1", timeout_s: float = 0.5) -> bool:
     """True if a TCP connection to ``host:port`` succeeds (cheap gate before a client probe)."""
     try:

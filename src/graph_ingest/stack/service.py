@@ -13,7 +13,7 @@ from typing import Any
 from graph_ingest.settings import StackSettings
 from graph_ingest.stack.errors import PortInUseError, StartupError
 from graph_ingest.stack.layout import StackLayout
-from graph_ingest.stack.process import is_running, port_in_use, tail
+from graph_ingest.stack.process import describe_port_use, is_running, port_in_use, tail
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +133,9 @@ class Service(ABC):
             port = int(getattr(self.settings, field))
             if port_in_use(port):
                 raise PortInUseError(
-                    f"port {port} ({self.name}) is in use by another process; stop it or choose "
-                    f"another port with GRAPH_INGEST_STACK__{field.upper()}"
+                    f"port {port} ({self.name}) is in use by another process "
+                    f"[{describe_port_use(port)}]; stop it or choose another port with "
+                    f"GRAPH_INGEST_STACK__{field.upper()}"
                 )
 
     def wait_ready(self) -> None:
