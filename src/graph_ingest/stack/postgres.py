@@ -112,6 +112,18 @@ class PostgresService(Service):
         for path in paths:
             os.chown(path, user.pw_uid, user.pw_gid)
 
+    def _check_access(self) -> None:
+        prefix = run_as_prefix()
+        if not prefix:
+            return
+        check = subprocess.run([*prefix, "test", "-w", str(self.home)], check=False, timeout=30)
+        if check.returncode != 0:
+            raise StackError(
+                f"the postgres user cannot write {self.home} (is a parent folder private?); "
+                "choose GRAPH_INGEST_STACK__RUN_DIR under a folder it can reach, e.g. /tmp, or "
+                "chmod o+x the parent folders"
+            )
+
     def _run(self, argv: list[str], what: str, timeout_s: float) -> None:
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(argv)}\n".encode())
@@ -145,6 +157,7 @@ class PostgresService(Service):
         socket_dir = self.socket_dir
         socket_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._chown(self.home, self.log_path, socket_dir)
+        self._check_access()
         if not (self.data_dir / "PG_VERSION").exists():
             self.report(f"postgres: initdb {self.data_dir}")
             self._run(
