@@ -29,10 +29,10 @@ logger = logging.getLogger(__name__)
 
 TEST_RUN_DIR = Path(__file__).resolve().parent.parent / ".graph-ingest" / "test-stack"
 TEST_PORTS = {
-    "kafka_port": 39192,
-    "kafka_controller_port": 39193,
-    "neo4j_bolt_port": 37787,
-    "postgres_port": 35532,
+    "kafka_port": 29192,
+    "kafka_controller_port": 29193,
+    "neo4j_bolt_port": 27787,
+    "postgres_port": 25532,
 }
 KEEP_STACK_ENV = "GRAPH_INGEST_TEST_KEEP_STACK"
 SESSIONS_DIR = TEST_RUN_DIR / "sessions"
@@ -105,7 +105,7 @@ def local_stack() -> Iterator[LocalStack]:
 
 @pytest.fixture(scope="session")
 def stack_settings(local_stack: LocalStack) -> Settings:
-    """Settings pointing at the running test stack (ports 39192/39193, 37787, 35532)."""
+    """Settings pointing at the running test stack (ports 29192/29193, 27787, 25532)."""
     return local_stack.settings
 
 

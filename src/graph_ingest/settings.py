@@ -21,16 +21,20 @@ class _Section(BaseModel):
 
 
 class StackSettings(_Section):
-    """The local, Docker-free stack: where it lives and which ports it takes."""
+    """The local, Docker-free stack: where it lives and which ports it takes.
+
+    Default ports sit below 32768, outside Linux's ephemeral range, so an outgoing connection
+    of some other program cannot be holding one of them when the stack starts.
+    """
 
     run_dir: Path = Path(".graph-ingest")
     cache_dir: Path = Path.home() / ".cache" / "graph-ingest"
     kafka_version: str = "4.1.1"
     neo4j_version: str = "5.26.19"
-    kafka_port: int = 39092
-    kafka_controller_port: int = 39093
-    neo4j_bolt_port: int = 37687
-    postgres_port: int = 35432
+    kafka_port: int = 29092
+    kafka_controller_port: int = 29093
+    neo4j_bolt_port: int = 27687
+    postgres_port: int = 25432
     startup_timeout_s: float = 120.0
     stop_timeout_s: float = Field(
         default=60.0, gt=0, description="SIGTERM grace period before SIGKILL when stopping"
@@ -41,7 +45,7 @@ class StackSettings(_Section):
 
 
 class KafkaSettings(_Section):
-    bootstrap_servers: str = "127.0.0.1:39092"
+    bootstrap_servers: str = "127.0.0.1:29092"
     client_id: str = "graph-ingest"
     session_timeout_ms: int = 10_000
     max_poll_interval_ms: int = 300_000
@@ -94,7 +98,7 @@ class TopicSettings(_Section):
 
 
 class Neo4jSettings(_Section):
-    uri: str = "bolt://127.0.0.1:37687"
+    uri: str = "bolt://127.0.0.1:27687"
     user: str = "neo4j"
     password: SecretStr | None = None
     database: Identifier = "neo4j"
@@ -108,7 +112,7 @@ class Neo4jSettings(_Section):
 
 class PostgresSettings(_Section):
     host: str = "127.0.0.1"
-    port: int = 35432
+    port: int = 25432
     dbname: str = "postgres"
     user: str = "postgres"
     password: SecretStr | None = None

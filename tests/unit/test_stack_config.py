@@ -14,13 +14,13 @@ def parse_properties(text: str) -> dict[str, str]:
 
 def test_kafka_is_one_kraft_node_on_loopback() -> None:
     props = parse_properties(
-        render_server_properties(port=39192, controller_port=39193, log_dir=Path("/r/kafka/data"))
+        render_server_properties(port=29192, controller_port=29193, log_dir=Path("/r/kafka/data"))
     )
 
     assert props["process.roles"] == "broker,controller"
-    assert props["controller.quorum.voters"] == "1@127.0.0.1:39193"
-    assert props["listeners"] == "PLAINTEXT://127.0.0.1:39192,CONTROLLER://127.0.0.1:39193"
-    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:39192"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:29193"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:29192,CONTROLLER://127.0.0.1:29193"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:29192"
     assert props["log.dirs"] == "/r/kafka/data"
 
 
@@ -63,14 +63,14 @@ def test_cluster_id_is_kafka_shaped() -> None:
 def test_neo4j_is_bolt_only_on_loopback_without_auth() -> None:
     conf = parse_properties(
         render_neo4j_conf(
-            bolt_port=37787,
+            bolt_port=27787,
             data_dir=Path("/r/neo4j/data"),
             logs_dir=Path("/r/logs/neo4j-server"),
             plugins_dir=Path("/r/neo4j/plugins"),
         )
     )
 
-    assert conf["server.bolt.listen_address"] == "127.0.0.1:37787"
+    assert conf["server.bolt.listen_address"] == "127.0.0.1:27787"
     assert conf["server.default_listen_address"] == "127.0.0.1"
     assert conf["server.http.enabled"] == "false"
     assert conf["server.https.enabled"] == "false"
@@ -82,9 +82,9 @@ def test_neo4j_is_bolt_only_on_loopback_without_auth() -> None:
 
 
 def test_postgres_options_bind_loopback_and_keep_fsync() -> None:
-    options = server_options(port=35532, socket_dir=Path("/r/my dir/postgres"))
+    options = server_options(port=25532, socket_dir=Path("/r/my dir/postgres"))
 
-    assert "-p 35532" in options
+    assert "-p 25532" in options
     assert "-k '/r/my dir/postgres'" in options
     assert "-c listen_addresses=127.0.0.1" in options
     assert "fsync" not in options
@@ -94,8 +94,8 @@ def test_postgres_socket_moves_out_of_a_too_long_run_dir() -> None:
     short = Path("/work/main/.graph-ingest/postgres")
     long = Path("/tmp/" + "x" * 120 + "/postgres")
 
-    assert socket_dir_for(short, 35432) == short
-    moved = socket_dir_for(long, 35432)
+    assert socket_dir_for(short, 25432) == short
+    moved = socket_dir_for(long, 25432)
     assert moved != long
-    assert len(str(moved / ".s.PGSQL.35432")) < 100
-    assert socket_dir_for(long, 35432) == moved  # stable, so clients can find it again
+    assert len(str(moved / ".s.PGSQL.25432")) < 100
+    assert socket_dir_for(long, 25432) == moved  # stable, so clients can find it again

@@ -16,10 +16,10 @@ def test_round_trip_through_the_environment(
             run_dir=tmp_path / "run",
             cache_dir=tmp_path / "cache",
             maven_repo=tmp_path / "m2",
-            kafka_port=39192,
-            kafka_controller_port=39193,
-            neo4j_bolt_port=37787,
-            postgres_port=35532,
+            kafka_port=29192,
+            kafka_controller_port=29193,
+            neo4j_bolt_port=27787,
+            postgres_port=25532,
             startup_timeout_s=33.0,
         )
     )
@@ -29,9 +29,9 @@ def test_round_trip_through_the_environment(
     seen = Settings()
 
     assert seen.stack == original.stack
-    assert seen.kafka.bootstrap_servers == "127.0.0.1:39192"
-    assert seen.neo4j.uri == "bolt://127.0.0.1:37787"
-    assert (seen.postgres.host, seen.postgres.port) == ("127.0.0.1", 35532)
+    assert seen.kafka.bootstrap_servers == "127.0.0.1:29192"
+    assert seen.neo4j.uri == "bolt://127.0.0.1:27787"
+    assert (seen.postgres.host, seen.postgres.port) == ("127.0.0.1", 25532)
 
 
 def test_relative_paths_become_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

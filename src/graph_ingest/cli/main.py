@@ -24,14 +24,15 @@ def _register() -> None:
     from graph_ingest.cli.admin import db, topics
     from graph_ingest.cli.demo import demo
     from graph_ingest.cli.operations import publish_plan, status
+    from graph_ingest.cli.stack import stack
     from graph_ingest.cli.worker import worker
 
-    for command in (topics, db, worker, publish_plan, status, demo):
+    for command in (stack, topics, db, worker, publish_plan, status, demo):
         cli.add_command(command)
 
 
 _register()
 
-from graph_ingest.cli.stack import stack  # noqa: E402
 
-cli.add_command(stack)
+if __name__ == "__main__":
+    cli()
