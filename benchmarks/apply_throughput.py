@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from graph_ingest.store.migrate import migrate
 from neo4j import GraphDatabase
 
 from graph_ingest.consumers.wiring import run_applier
@@ -30,6 +29,7 @@ from graph_ingest.kafka.admin import delete_topics, ensure_topics
 from graph_ingest.producers.plan_publisher import PlanPublisher
 from graph_ingest.settings import Settings
 from graph_ingest.stack.manager import LocalStack
+from graph_ingest.store.migrate import migrate
 from graph_ingest.waiting import wait_until
 
 NODES_PER_PLAN = 10
