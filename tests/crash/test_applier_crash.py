@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,6 @@ from tests.integration.test_applier import doc_v1, planned_elements
 pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(240)]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def applier_processes(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for process in started:  # only the processes this test started, by pid
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
 
 
 def start(env: dict[str, str], marker: Path, mode: str, log: Path) -> subprocess.Popen[bytes]:
@@ -43,7 +32,7 @@ def start(env: dict[str, str], marker: Path, mode: str, log: Path) -> subprocess
 def test_a_killed_applier_is_finished_by_its_successor(
     window: str,
     pipeline: Pipeline,
-    applier_processes: list[subprocess.Popen[bytes]],
+    processes: list[subprocess.Popen[bytes]],
     tmp_path: Path,
 ) -> None:
     env = {**os.environ, **pipeline.env()}
@@ -53,7 +42,7 @@ def test_a_killed_applier_is_finished_by_its_successor(
     log = tmp_path / "applier.log"
     # Given an applier that halts inside the window
     doomed = start(env, marker, window, log)
-    applier_processes.append(doomed)
+    processes.append(doomed)
     wait_until(lambda: marker.exists() or doomed.poll() is not None, timeout_s=90, what="the halt")
     assert marker.exists(), log.read_text()
     expected_stage = Stage.PREPARED if window == "after-graph-write" else Stage.GRAPH_APPLIED
@@ -62,7 +51,7 @@ def test_a_killed_applier_is_finished_by_its_successor(
     os.kill(doomed.pid, signal.SIGKILL)
     doomed.wait(timeout=30)
     # and a normal applier takes over
-    applier_processes.append(start(env, tmp_path / "unused", "none", log))
+    processes.append(start(env, tmp_path / "unused", "none", log))
     # Then the operation completes with exactly the planned graph at revision 1
     operation = pipeline.wait_stage(plan.operation_id, Stage.COMPLETED, timeout_s=120)
     assert pipeline.graph_elements() == planned_elements(plan)

@@ -20,13 +20,14 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from psycopg import sql
 
 from graph_ingest.kafka.admin import TopicSpec, create_topics, delete_topics
 from graph_ingest.settings import Settings
 from graph_ingest.store.migrate import migrate
 from graph_ingest.waiting import wait_until
+from tests.kafka_messages import message_fields
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(300)]
 
@@ -59,16 +60,6 @@ def settings(stack_settings: Settings) -> Iterator[Settings]:
                 sql.Identifier(settings.postgres.schema_name)
             )
         )
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for process in started:  # only the processes this test started, by pid
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
 
 
 def fill_outbox(settings: Settings) -> None:
@@ -131,7 +122,7 @@ def read_topic(settings: Settings, topic: str) -> list[tuple[str, int]]:
     def at_end() -> bool:
         for message in consumer.consume(1000, timeout=0.2):
             assert message.error() is None, message.error()
-            key, value, headers = _fields(message)
+            key, value, headers = message_fields(message)
             operation_id, seq = value.decode().split(":")
             assert key == operation_id.encode()
             assert headers["sequence"] == seq.encode()
@@ -144,14 +135,6 @@ def read_topic(settings: Settings, topic: str) -> list[tuple[str, int]]:
     finally:
         consumer.close()
     return received
-
-
-def _fields(message: Message) -> tuple[bytes, bytes, dict[str, bytes]]:
-    """(key, value, headers) of a consumed message, typed."""
-    key, value, raw = message.key(), message.value(), message.headers() or []
-    assert isinstance(key, bytes) and isinstance(value, bytes)
-    items = raw.items() if isinstance(raw, dict) else raw
-    return key, value, {k: v for k, v in items if isinstance(v, bytes)}
 
 
 def test_killed_relay_is_finished_by_its_successor_without_loss_or_reordering(

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from psycopg import sql
 
 from graph_ingest.domain.status import StatusCode
@@ -23,6 +23,7 @@ from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.settings import Settings
 from graph_ingest.store.migrate import migrate
 from graph_ingest.waiting import wait_until
+from tests.kafka_messages import message_fields
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -95,7 +96,7 @@ def consume(
     def enough() -> bool:
         for message in consumer.consume(500, timeout=0.2):
             if message.error() is None:
-                received.append(_fields(message))
+                received.append(message_fields(message))
         return len(received) >= count
 
     try:
@@ -103,18 +104,10 @@ def consume(
         # Anything beyond ``count`` would be a duplicate: give it a moment to show up.
         for message in consumer.consume(500, timeout=1.0):
             if message.error() is None:
-                received.append(_fields(message))
+                received.append(message_fields(message))
     finally:
         consumer.close()
     return received
-
-
-def _fields(message: Message) -> tuple[bytes, bytes, dict[str, bytes]]:
-    """(key, value, headers) of a consumed message, typed."""
-    key, value, raw = message.key(), message.value(), message.headers() or []
-    assert isinstance(key, bytes) and isinstance(value, bytes)
-    items = raw.items() if isinstance(raw, dict) else raw
-    return key, value, {k: v for k, v in items if isinstance(v, bytes)}
 
 
 def drain(relay: OutboxRelay) -> int:

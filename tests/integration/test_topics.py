@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from graph_ingest.demo.samples import Entity, Relation, sample_plan
 from graph_ingest.domain.plan import IngestionPlan
@@ -22,6 +22,7 @@ from graph_ingest.producers.plan_publisher import PLAN_CONTENT_TYPE, PlanPublish
 from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
+from tests.kafka_messages import message_fields
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -147,7 +148,7 @@ def _consume_all(
     def all_received() -> bool:
         message = consumer.poll(0.2)
         if message is not None and message.error() is None:
-            key, value, headers = _fields(message)
+            key, value, headers = message_fields(message)
             received.append((message.partition() or 0, decode_plan(value), key, headers))
         return len(received) >= count
 
@@ -156,11 +157,3 @@ def _consume_all(
     finally:
         consumer.close()
     return received
-
-
-def _fields(message: Message) -> tuple[bytes, bytes, dict[str, bytes]]:
-    """(key, value, headers) of a consumed message, typed."""
-    key, value, raw = message.key(), message.value(), message.headers() or []
-    assert isinstance(key, bytes) and isinstance(value, bytes)
-    items = raw.items() if isinstance(raw, dict) else raw
-    return key, value, {k: v for k, v in items if isinstance(v, bytes)}

@@ -272,15 +272,3 @@ def delete_topics(
             if exc.args and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
             raise translate_kafka_error(exc, context=f"deleting topic {name}") from exc
-
-
-__all__ = [
-    "DEFAULT_ADMIN_TIMEOUT_S",
-    "TopicReport",
-    "TopicSpec",
-    "create_topics",
-    "delete_topics",
-    "ensure_topics",
-    "topic_config",
-    "topic_specs",
-]

@@ -17,6 +17,20 @@ Row = Mapping[str, Any]
 Columns = dict[str, list[Any]]
 
 
+# Columns of document_states that map one to one onto DocumentState fields.
+_STATE_FIELDS = (
+    "space",
+    "document_id",
+    "revision",
+    "operation_id",
+    "content_hash",
+    "document_version",
+    "node_ids",
+    "edge_keys",
+    "superseded_edge_keys",
+)
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -164,20 +178,7 @@ def state_columns(states: Sequence[DocumentState]) -> Columns:
         }
         for s in states
     ]
-    names = (
-        "space",
-        "document_id",
-        "revision",
-        "operation_id",
-        "content_hash",
-        "document_version",
-        "node_ids",
-        "edge_keys",
-        "superseded_edge_keys",
-        "committed_at",
-        "state",
-    )
-    return columns(values, names)
+    return columns(values, (*_STATE_FIELDS, "committed_at", "state"))
 
 
 def fact_source_columns(states: Sequence[DocumentState]) -> Columns:
@@ -201,22 +202,7 @@ def fact_source_columns(states: Sequence[DocumentState]) -> Columns:
 def state_from_row(row: Row) -> DocumentState:
     """A ``document_states`` row joined with its fact sources (as a JSON array)."""
     return DocumentState.model_validate(
-        {
-            name: row[name]
-            for name in (
-                "space",
-                "document_id",
-                "revision",
-                "operation_id",
-                "content_hash",
-                "document_version",
-                "node_ids",
-                "edge_keys",
-                "superseded_edge_keys",
-                "fact_sources",
-                "committed_at",
-            )
-        }
+        {name: row[name] for name in (*_STATE_FIELDS, "fact_sources", "committed_at")}
     )
 
 
