@@ -99,7 +99,7 @@ def _backlog_at_most(settings: Settings, limit: int) -> tuple[int] | None:
 
 def start_relay(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "graph_ingest.producers.relay"],
+        [sys.executable, "-m", "graph_ingest.cli.main", "-v", "worker", "relay"],
         cwd=REPO,
         env=env,
         stdout=log.open("ab"),

@@ -2,6 +2,7 @@
 
 import click
 
+from graph_ingest.cli.exit_codes import reports_errors
 from graph_ingest.cli.signals import stop_on_signals
 from graph_ingest.settings import Settings
 
@@ -12,6 +13,7 @@ def worker() -> None:
 
 
 @worker.command("applier")
+@reports_errors
 def applier() -> None:
     """Apply frozen plans from the plans topic to Neo4j and PostgreSQL.
 
@@ -27,6 +29,7 @@ def applier() -> None:
 
 
 @worker.command("relay")
+@reports_errors
 def relay() -> None:
     """Publish the PostgreSQL outbox, in order, to Kafka (operation log, released plans).
 

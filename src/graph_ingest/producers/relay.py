@@ -313,29 +313,4 @@ class OutboxRelay:
         return self._execute(query, (ids,)).rowcount
 
 
-def main() -> None:
-    """``python -m graph_ingest.producers.relay``: run one relay until SIGTERM/SIGINT."""
-    import signal
-
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    relay = OutboxRelay(Settings())
-    try:
-        relay.start()
-        relay.run(stop)
-    except GraphIngestError as exc:
-        logger.error("outbox relay cannot run: %s %s", exc.code, exc)
-        raise SystemExit(1) from exc
-    finally:
-        relay.close()
-
-
-if __name__ == "__main__":
-    main()
-
-
 __all__ = ["OutboxRelay", "advisory_lock_key", "outbox_message"]
