@@ -1,5 +1,7 @@
 """`graph-ingest demo`: the pipeline end to end on the local real services."""
 
+import logging
+
 import click
 
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
@@ -22,9 +24,14 @@ def demo() -> None:
     """
     from graph_ingest.demo.run import run_demo
 
+    # A broker that just started answers "coordinator load in progress" for a moment; the
+    # client retries by itself, so these warnings would only alarm a first-time reader.
+    logging.getLogger("graph_ingest.kafka.client").setLevel(logging.ERROR)
+
     if not run_demo(Settings(), click.echo):
         raise SystemExit(ExitCode.ERROR)
     click.echo(
-        "demo finished: every operation ended where it should. Stop the stack with "
-        "`graph-ingest stack down`."
+        "demo finished: every operation ended where it should.\n"
+        "  follow one:     graph-ingest status <operation id> [--json]\n"
+        "  stop the stack: graph-ingest stack down"
     )

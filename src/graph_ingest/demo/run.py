@@ -81,27 +81,31 @@ def _publish_and_watch(settings: Settings, store: OperationStore, echo: Echo) ->
         [Relation(ALICE, "WORKS_AT", ACME)],
         previous=doc1_v1.next_state,
     )
-    expected = [(doc1_v1, Stage.COMPLETED), (doc1_v2, Stage.COMPLETED), (doc2, Stage.COMPLETED)]
+    expected = [
+        ("doc-1 v1", doc1_v1, Stage.COMPLETED),
+        ("doc-1 v2", doc1_v2, Stage.COMPLETED),
+        ("doc-2 v1", doc2, Stage.COMPLETED),
+    ]
     publisher = PlanPublisher(settings)
     publisher.start()
     try:
         echo("3/5 publishing doc-1 v1, doc-1 v2 and doc-2…")
-        publisher.publish([plan for plan, _ in expected])
+        publisher.publish([plan for _, plan, _ in expected])
         _wait_for(store, expected)
         echo("4/5 publishing a stale edit of doc-1 (built on revision 1, document is at 2)…")
         publisher.publish([stale])
-        expected.append((stale, Stage.CONFLICT))
+        expected.append(("doc-1 stale edit", stale, Stage.CONFLICT))
         _wait_for(store, expected[-1:])
     finally:
         publisher.close()
     echo("5/5 results")
     ok = True
-    for plan, stage in expected:
+    for name, plan, stage in expected:
         operation = store.get_operation(plan.operation_id)
         actual = operation.stage if operation else None
         ok &= actual is stage
         mark = "ok " if actual is stage else "BAD"
-        echo(f"  {mark} {plan.key} v{plan.document_version:<3} {plan.operation_id}  {actual}")
+        echo(f"  {mark} {name:<17} {plan.operation_id}  {actual} (expected {stage})")
     state = store.get_document_state(SPACE, "doc-1")
     echo(f"  doc-1 is at revision {state.revision if state else None}")
     writer = Neo4jGraphWriter(settings.neo4j)
@@ -114,9 +118,9 @@ def _publish_and_watch(settings: Settings, store: OperationStore, echo: Echo) ->
     return ok
 
 
-def _wait_for(store: OperationStore, expected: list[tuple[IngestionPlan, Stage]]) -> None:
+def _wait_for(store: OperationStore, expected: list[tuple[str, IngestionPlan, Stage]]) -> None:
     def reached() -> bool:
-        for plan, stage in expected:
+        for _, plan, stage in expected:
             operation = store.get_operation(plan.operation_id)
             if operation is None or operation.stage is not stage:
                 return False
