@@ -161,7 +161,10 @@ def test_a_plan_built_on_a_stale_revision_ends_in_conflict_without_graph_write(
     )
     pipeline.publish(stale)
     # Then it ends in CONFLICT and the graph is untouched
-    pipeline.wait_stage(stale.operation_id, Stage.CONFLICT)
+    conflict = pipeline.wait_stage(stale.operation_id, Stage.CONFLICT)
+    assert conflict.last_error is not None
+    assert conflict.last_error.error_class == "RevisionConflict"
+    assert "revision 2" in conflict.last_error.message
     assert pipeline.writer.mutations_written == written
     assert pipeline.graph_elements() == graph
     assert pipeline.store.get_document_state("it", "doc-1").revision == 2  # type: ignore[union-attr]
@@ -194,7 +197,9 @@ def test_a_plan_ahead_of_the_document_parks_until_its_predecessor_commits(
     v2 = doc_v2(pipeline, v1.next_state)
     # When v2 arrives before v1
     pipeline.publish(v2)
-    pipeline.wait_stage(v2.operation_id, Stage.PARKED)
+    parked = pipeline.wait_stage(v2.operation_id, Stage.PARKED)
+    assert parked.last_error is not None
+    assert "parked until" in parked.last_error.message
     pipeline.publish(v1)
     # Then v1 completes and releases v2, which completes after it
     pipeline.wait_stage(v1.operation_id, Stage.COMPLETED)

@@ -7,6 +7,7 @@ import click
 
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.stages import Stage
 from graph_ingest.settings import Settings
 
 
@@ -73,10 +74,13 @@ def _describe(op: Operation) -> str:
         f"attempts    {op.attempts}",
         f"fingerprint {op.fingerprint}",
     ]
-    lines += [f"  {stage:<16}{at.isoformat()}" for stage, at in op.stage_times.items()]
+    lifecycle = list(Stage)
+    times = sorted(op.stage_times.items(), key=lambda item: (item[1], lifecycle.index(item[0])))
+    lines += [f"  {stage:<16}{at.isoformat()}" for stage, at in times]
     if op.last_error:
         error = op.last_error
-        lines.append(f"last error  {error.code} {error.error_class}: {error.message}")
+        label = "reason" if op.stage in (Stage.CONFLICT, Stage.PARKED) else "last error"
+        lines.append(f"{label:<12}{error.code} {error.error_class}: {error.message}")
     if op.next_retry_at:
         lines.append(f"next retry  {op.next_retry_at.isoformat()}")
     return "\n".join(lines)

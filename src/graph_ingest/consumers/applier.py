@@ -69,9 +69,11 @@ class _Work:
     operation: Operation
     changes: list[Operation]
 
-    def move(self, *stages: Stage, at: datetime) -> None:
-        for stage in stages:
-            self.operation = self.operation.transition(stage, at)
+    def move(self, *stages: Stage, at: datetime, reason: ErrorInfo | None = None) -> None:
+        """Walk through ``stages``; ``reason`` explains the last one (why CONFLICT or PARKED)."""
+        for index, stage in enumerate(stages, start=1):
+            explained = reason if index == len(stages) else None
+            self.operation = self.operation.transition(stage, at, explained)
             self.changes.append(self.operation)
 
     def flush_changes(self) -> list[Operation]:
@@ -241,18 +243,20 @@ class PlanApplier:
                 admitted.append(work)
                 outcomes[message.position] = Outcome.DUPLICATE
             elif current > plan.expected_revision:
-                log.warning(
-                    "%s conflict: document at revision %d, plan expects %d",
-                    message.context(),
-                    current,
-                    plan.expected_revision,
-                )
-                work.move(*_path_to(stage, Stage.CONFLICT), at=now)
+                reason = _conflict(current, plan.expected_revision)
+                log.warning("%s conflict: %s", message.context(), reason.message)
+                work.move(*_path_to(stage, Stage.CONFLICT), at=now, reason=reason)
                 admitted.append(work)
                 outcomes[message.position] = Outcome.CONFLICT
             elif current < plan.expected_revision:
                 if stage is not Stage.PARKED:
-                    work.move(*_path_to(stage, Stage.PARKED), at=now)
+                    reason = ErrorInfo(
+                        code=StatusCode.FAILED_PRECONDITION,
+                        error_class="WaitingForEarlierRevision",
+                        message=f"document at revision {current}, plan expects "
+                        f"{plan.expected_revision}: parked until that revision commits",
+                    )
+                    work.move(*_path_to(stage, Stage.PARKED), at=now, reason=reason)
                 admitted.append(work)
                 outcomes[message.position] = Outcome.PARKED
             else:
@@ -292,8 +296,9 @@ class PlanApplier:
         committed = []
         for work in to_commit:
             if (work.plan.space, work.plan.document_id) in failed_cas:
-                log.warning("%s conflict: revision moved on before commit", work.message.context())
-                work.move(Stage.CONFLICT, at=now)
+                reason = _conflict(None, work.plan.expected_revision)
+                log.warning("%s conflict: %s", work.message.context(), reason.message)
+                work.move(Stage.CONFLICT, at=now, reason=reason)
                 outcomes[work.message.position] = Outcome.CONFLICT
             else:
                 work.move(Stage.STATE_COMMITTED, at=now)
@@ -339,6 +344,16 @@ def _path_to_completed(stage: Stage) -> tuple[Stage, ...]:
     if stage in forward:
         return forward[forward.index(stage) + 1 :]
     return (*_TO_PREPARED.get(stage, ()), *forward)
+
+
+def _conflict(current: int | None, expected: int) -> ErrorInfo:
+    at = "moved past" if current is None else f"at revision {current}, past"
+    return ErrorInfo(
+        code=StatusCode.FAILED_PRECONDITION,
+        error_class="RevisionConflict",
+        message=f"document {at} the plan's expected revision {expected}: "
+        "the plan is stale, replan against the current state",
+    )
 
 
 def _binding_mismatch(operation: Operation, plan: IngestionPlan) -> str | None:
