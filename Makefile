@@ -55,5 +55,5 @@ stack-down: install ## Stop the local stack (data kept; `graph-ingest stack down
 	$(BIN)/graph-ingest stack down
 
 .PHONY: bench
-bench: install ## Apply-throughput benchmark: batch size 1 vs default vs raw Neo4j (needs the stack)
+bench: install ## Apply throughput: batch size 1 vs default vs raw Neo4j (starts the dev stack if needed)
 	$(BIN)/python benchmarks/apply_throughput.py
