@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from graph_ingest.domain.fingerprint import fingerprint_of
 from graph_ingest.domain.ids import content_hash, derive_operation_id
-from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert
+from graph_ingest.domain.mutation import EdgeUpsert, Mutation, NodeUpsert
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind, Provenance
 from graph_ingest.domain.state import (
     DocumentState,
@@ -127,9 +127,3 @@ def _fact(fact_id: str, kind: FactKind, text: str, needle: object) -> FactSource
         else ()
     )
     return FactSource(fact_id=fact_id, kind=kind, evidence=evidence)
-
-
-def edge_key(space: str, relation: Relation) -> EdgeKey:
-    return EdgeKey(
-        src=relation.src.node_id(space), type=relation.type, dst=relation.dst.node_id(space)
-    )
