@@ -67,6 +67,9 @@ class KafkaSettings(_Section):
             "acks": "all",
             "linger.ms": 5,
             "compression.type": "lz4",
+            # The Java client's partitioner: a plan keyed space/documentId lands on the same
+            # partition whichever language produced it.
+            "partitioner": "murmur2_random",
             **overrides,
         }
 
@@ -118,6 +121,10 @@ class PostgresSettings(_Section):
     password: SecretStr | None = None
     schema_name: Identifier = "graph_ingest"
     connect_timeout_s: int = 5
+    statement_timeout_ms: int = Field(
+        default=60_000, ge=0, description="0 = none; bounds a statement stuck behind a zombie"
+    )
+    lock_timeout_ms: int = Field(default=10_000, ge=0, description="0 = none")
     pool_min_size: int = 1
     pool_max_size: int = 4
 
@@ -131,7 +138,11 @@ class PostgresSettings(_Section):
             user=self.user,
             password=self.password.get_secret_value() if self.password else None,
             connect_timeout=self.connect_timeout_s,
-            options=f"-c search_path={self.schema_name}",
+            options=(
+                f"-c search_path={self.schema_name}"
+                f" -c statement_timeout={self.statement_timeout_ms}"
+                f" -c lock_timeout={self.lock_timeout_ms}"
+            ),
             application_name="graph-ingest",
         )
 
@@ -150,6 +161,11 @@ class RelaySettings(_Section):
     batch_size: int = Field(default=500, ge=1)
     idle_poll_interval_s: float = Field(default=0.1, gt=0)
     flush_timeout_s: float = Field(default=30.0, gt=0)
+    retry_initial_backoff_s: float = Field(default=0.5, gt=0)
+    retry_max_backoff_s: float = Field(default=30.0, gt=0)
+    standby_poll_s: float = Field(
+        default=1.0, gt=0, description="how often a standby relay tries to become the active one"
+    )
 
 
 class Settings(BaseSettings):

@@ -151,13 +151,14 @@ def test_rows_stay_unpublished_when_the_broker_is_unreachable(
         update={
             "kafka": outbox.settings.kafka.model_copy(
                 update={"bootstrap_servers": f"127.0.0.1:{_free_port()}"}
-            )
+            ),
+            "relay": outbox.settings.relay.model_copy(
+                update={"retry_initial_backoff_s": 0.1, "retry_max_backoff_s": 0.2}
+            ),
         }
     )
     relay = OutboxRelay(
         dead,
-        retry_initial_backoff_s=0.1,
-        retry_max_backoff_s=0.2,
         producer_overrides={"message.timeout.ms": 1500},
     )
     relay.start()

@@ -38,10 +38,6 @@ logger = logging.getLogger(__name__)
 HEADER_OPERATION_ID = "operation_id"
 HEADER_SEQUENCE = "sequence"
 
-DEFAULT_RETRY_INITIAL_BACKOFF_S = 0.5
-DEFAULT_RETRY_MAX_BACKOFF_S = 30.0
-DEFAULT_STANDBY_POLL_S = 1.0
-
 
 def advisory_lock_key(schema_name: str) -> int:
     """The bigint advisory-lock key of the relay of one schema (stable across processes)."""
@@ -81,9 +77,6 @@ class OutboxRelay:
         self,
         settings: Settings,
         *,
-        retry_initial_backoff_s: float = DEFAULT_RETRY_INITIAL_BACKOFF_S,
-        retry_max_backoff_s: float = DEFAULT_RETRY_MAX_BACKOFF_S,
-        standby_poll_s: float = DEFAULT_STANDBY_POLL_S,
         producer_overrides: Mapping[str, Any] | None = None,
     ) -> None:
         self._settings = settings
@@ -91,8 +84,8 @@ class OutboxRelay:
         self._lock_key = advisory_lock_key(self._schema)
         self._batch_size = settings.relay.batch_size
         self._idle_s = settings.relay.idle_poll_interval_s
-        self._backoff = (retry_initial_backoff_s, retry_max_backoff_s)
-        self._standby_poll_s = standby_poll_s
+        self._backoff = (settings.relay.retry_initial_backoff_s, settings.relay.retry_max_backoff_s)
+        self._standby_poll_s = settings.relay.standby_poll_s
         self._producer = KafkaProducer(
             settings.kafka,
             flush_timeout_s=settings.relay.flush_timeout_s,
