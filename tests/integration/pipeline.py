@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Sequence
@@ -60,6 +61,15 @@ def isolated_settings(base: Settings, **applier: Any) -> Settings:
     )
 
 
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 class Pipeline:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -70,16 +80,19 @@ class Pipeline:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._relay: OutboxRelay | None = None
+        self._retry_log = _Records()
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def setup(self) -> None:
+        logging.getLogger("graph_ingest.consumers.runtime").addHandler(self._retry_log)
         ensure_topics(self.settings)
         migrate(self.settings.postgres)
         self.store.start()
         self._publisher.start()
 
     def teardown(self) -> None:
+        logging.getLogger("graph_ingest.consumers.runtime").removeHandler(self._retry_log)
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=60)
@@ -93,6 +106,10 @@ class Pipeline:
         with self._driver() as driver:
             driver.execute_query(f"MATCH (n:`{self.graph.node_label}`) DETACH DELETE n")
             driver.execute_query(f"DROP CONSTRAINT `{self.graph.node_label}_node_id` IF EXISTS")
+
+    def retries_logged(self) -> int:
+        """How many times the applier retried a batch in place (it logs each one)."""
+        return sum("retry" in r.getMessage() for r in self._retry_log.records)
 
     def start_applier(self) -> None:
         thread = threading.Thread(
