@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pydantic import ValidationError
 
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
@@ -56,12 +57,15 @@ def test_snapshot_chains_group_consecutive_snapshots_per_operation() -> None:
     assert raised.value.code is StatusCode.INVALID_ARGUMENT
 
 
-def test_commit_batch_refuses_repeated_documents_and_fact_ids() -> None:
+def test_commit_batch_refuses_repeated_documents() -> None:
     check_commit_batch([state("d1", "f1", "f2"), state("d2", "f1")])
     with pytest.raises(StoreError, match="appears twice"):
         check_commit_batch([state("d1"), state("d1")])
-    with pytest.raises(StoreError, match=r"fact sources twice: \['f1'\]"):
-        check_commit_batch([state("d1", "f1", "f2", "f1")])
+
+
+def test_a_state_listing_a_fact_source_twice_is_refused_when_planned() -> None:
+    with pytest.raises(ValidationError, match=r"duplicate fact source identities: \['f1'\]"):
+        state("d1", "f1", "f2", "f1")
 
 
 def test_stamp_fills_only_missing_commit_times() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from graph_ingest.domain.identifiers import Identifier, model_identifier
-from graph_ingest.domain.model import FrozenModel
+from graph_ingest.domain.model import FrozenModel, reject_duplicates
 
 Scalar = str | int | float | bool
 PropertyValue = Scalar | list[Scalar] | None
@@ -85,10 +85,10 @@ class Mutation(FrozenModel):
 
     @model_validator(mode="after")
     def check_unique_identities(self) -> Mutation:
-        _reject_duplicates("node upsert", [n.node_id for n in self.node_upserts])
-        _reject_duplicates("edge upsert", [str(e.key) for e in self.edge_upserts])
-        _reject_duplicates("node delete", list(self.node_deletes))
-        _reject_duplicates("edge delete", [str(e) for e in self.edge_deletes])
+        reject_duplicates("node upsert", [n.node_id for n in self.node_upserts])
+        reject_duplicates("edge upsert", [str(e.key) for e in self.edge_upserts])
+        reject_duplicates("node delete", list(self.node_deletes))
+        reject_duplicates("edge delete", [str(e) for e in self.edge_deletes])
         both = self.upserted_node_ids() & set(self.node_deletes)
         if both:
             raise ValueError(f"nodes both upserted and deleted: {sorted(both)[:5]}")
@@ -114,10 +114,3 @@ class Mutation(FrozenModel):
 
     def upserted_edge_keys(self) -> frozenset[EdgeKey]:
         return frozenset(e.key for e in self.edge_upserts)
-
-
-def _reject_duplicates(what: str, identities: list[str]) -> None:
-    seen: set[str] = set()
-    repeated = sorted({i for i in identities if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
-    if repeated:
-        raise ValueError(f"duplicate {what} identities: {repeated[:5]}")

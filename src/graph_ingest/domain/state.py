@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from graph_ingest.domain.identifiers import Identifier
-from graph_ingest.domain.model import FrozenModel
+from graph_ingest.domain.model import FrozenModel, reject_duplicates
 from graph_ingest.domain.mutation import EdgeKey
 
 
@@ -51,6 +51,16 @@ class DocumentState(FrozenModel):
     superseded_edge_keys: tuple[EdgeKey, ...] = ()
     fact_sources: tuple[FactSource, ...] = ()
     committed_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def check_unique_identities(self) -> DocumentState:
+        # Checked at planning time: a repeat found only at commit would strand the plan after
+        # its graph write (and the fingerprint, which sorts sets, would not tell the copies apart).
+        reject_duplicates("node id", self.node_ids)
+        reject_duplicates("edge key", [str(k) for k in self.edge_keys])
+        reject_duplicates("superseded edge key", [str(k) for k in self.superseded_edge_keys])
+        reject_duplicates("fact source", [f.fact_id for f in self.fact_sources])
+        return self
 
 
 class EntityRegistration(FrozenModel):

@@ -277,7 +277,7 @@ def snapshot_chains(operations: Sequence[Operation]) -> dict[str, list[Operation
 
 
 def check_commit_batch(states: Sequence[DocumentState]) -> None:
-    """One state per document per call, and unique fact ids within each state."""
+    """One state per document per call (each state's own identities are unique by the model)."""
     seen: set[DocumentKey] = set()
     for state in states:
         key = (state.space, state.document_id)
@@ -287,14 +287,6 @@ def check_commit_batch(states: Sequence[DocumentState]) -> None:
                 code=StatusCode.INVALID_ARGUMENT,
             )
         seen.add(key)
-        fact_ids = [f.fact_id for f in state.fact_sources]
-        if len(fact_ids) != len(set(fact_ids)):
-            repeated = sorted({f for f in fact_ids if fact_ids.count(f) > 1})
-            raise StoreError(
-                f"document {state.space}/{state.document_id} lists fact sources twice: "
-                f"{repeated[:5]}",
-                code=StatusCode.INVALID_ARGUMENT,
-            )
 
 
 def stamp_committed_at(states: Sequence[DocumentState]) -> list[DocumentState]:
