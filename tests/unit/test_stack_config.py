@@ -1,10 +1,19 @@
 """Config rendering of the local stack: pure functions, no services."""
 
+import os
+import pwd
 from pathlib import Path
+
+import pytest
 
 from graph_ingest.stack.kafka import new_cluster_id, render_log4j2, render_server_properties
 from graph_ingest.stack.neo4j import render_neo4j_conf
-from graph_ingest.stack.postgres import server_options, socket_dir_for
+from graph_ingest.stack.postgres import (
+    postgres_can_reach,
+    reachable_home,
+    server_options,
+    socket_dir_for,
+)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -99,3 +108,31 @@ def test_postgres_socket_moves_out_of_a_too_long_run_dir() -> None:
     assert moved != long
     assert len(str(moved / ".s.PGSQL.25432")) < 100
     assert socket_dir_for(long, 25432) == moved  # stable, so clients can find it again
+
+
+def _has_postgres_user() -> bool:
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not _has_postgres_user(), reason="needs root and a postgres user"
+)
+def test_a_run_dir_behind_a_private_folder_moves_the_cluster_where_postgres_can_reach(
+    tmp_path: Path,
+) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    home = private / "clone" / ".graph-ingest" / "postgres"
+    assert not postgres_can_reach(home)
+    moved = reachable_home(home)
+    assert moved != home
+    assert postgres_can_reach(moved)
+    assert reachable_home(home) == moved  # stable: the next `stack up` finds the same cluster
+    private.chmod(0o755)
+    tmp_path.chmod(0o755)
+    if postgres_can_reach(home):  # every other ancestor is reachable too
+        assert reachable_home(home) == home

@@ -97,7 +97,10 @@ class LocalStack:
         with self._lock.held():
             self._each(lambda s: s.stop())
             if purge:
-                for folder in self.layout.owned_dirs():
+                homes = [
+                    s.home for s in self._services.values()
+                ]  # some may live outside the run dir
+                for folder in {*self.layout.owned_dirs(), *homes}:
                     shutil.rmtree(folder, ignore_errors=True)
 
     def start_service(self, name: str) -> ServiceStatus:

@@ -1,11 +1,15 @@
 """A private PostgreSQL cluster: initdb into the run directory, pg_ctl start/stop.
 
 initdb and postgres refuse to run as root; as root (sessions, CI) the data directory is owned by
-the ``postgres`` system user and the binaries run through ``runuser -u postgres --``.
+the ``postgres`` system user and the binaries run through ``runuser -u postgres --``. When that
+user cannot reach the run directory (a private parent folder, e.g. one made by ``mktemp -d``),
+the cluster and its log live in a folder of the temporary directory named after the run
+directory instead, so that ``stack up`` works wherever the project was cloned.
 """
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import logging
@@ -13,6 +17,7 @@ import os
 import pwd
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -74,6 +79,36 @@ def socket_dir_for(home: Path, port: int) -> Path:
     return Path(tempfile.gettempdir()) / f"graph-ingest-pg-{digest}"
 
 
+def postgres_can_reach(path: Path) -> bool:
+    """Whether the ``postgres`` user may traverse every existing folder on the way to ``path``
+    (plain mode bits; what does not exist yet will be created and chowned by us)."""
+    user = pwd.getpwnam("postgres")
+    groups = {user.pw_gid} | set(os.getgrouplist(user.pw_name, user.pw_gid))
+    for folder in [*reversed(path.parents), path]:
+        try:
+            info = folder.stat()
+        except FileNotFoundError:
+            return True
+        if info.st_uid == user.pw_uid:
+            allowed = info.st_mode & stat.S_IXUSR
+        elif info.st_gid in groups:
+            allowed = info.st_mode & stat.S_IXGRP
+        else:
+            allowed = info.st_mode & stat.S_IXOTH
+        if not allowed:
+            return False
+    return True
+
+
+def reachable_home(home: Path) -> Path:
+    """``home``, or a stable stand-in under the temporary directory when running as root and the
+    ``postgres`` user cannot reach ``home``."""
+    if os.geteuid() != 0 or postgres_can_reach(home):
+        return home
+    digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"graph-ingest-postgres-{digest}"
+
+
 def server_options(*, port: int, socket_dir: Path) -> str:
     """The ``pg_ctl -o`` string (fsync stays on: crash tests rely on durability)."""
     return " ".join(
@@ -89,6 +124,16 @@ def server_options(*, port: int, socket_dir: Path) -> str:
 class PostgresService(Service):
     name = "postgres"
     port_fields = ("postgres_port",)
+
+    @functools.cached_property
+    def home(self) -> Path:
+        return reachable_home(self.layout.service_dir(self.name))
+
+    @property
+    def log_path(self) -> Path:
+        # pg_ctl opens its log as the postgres user: keep it where that user can write.
+        default = self.layout.log_file(self.name)
+        return default if self.home == self.layout.service_dir(self.name) else self.home / "pg.log"
 
     @property
     def data_dir(self) -> Path:
@@ -151,6 +196,11 @@ class PostgresService(Service):
     def launch(self) -> None:
         bindir = find_bindir()
         run_as_prefix()  # fail early with a clear message
+        if self.home != self.layout.service_dir(self.name):
+            self.report(
+                f"postgres: the postgres user cannot reach {self.layout.root}; "
+                f"keeping the cluster in {self.home}"
+            )
         self.home.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_path.touch()
