@@ -28,11 +28,16 @@ from graph_ingest.stack.process import is_running, read_pid
 logger = logging.getLogger(__name__)
 
 TEST_RUN_DIR = Path(__file__).resolve().parent.parent / ".graph-ingest" / "test-stack"
+# GRAPH_INGEST_TEST_PORT_OFFSET moves every test port, so two clones can test at once.
+PORT_OFFSET_ENV = "GRAPH_INGEST_TEST_PORT_OFFSET"
 TEST_PORTS = {
-    "kafka_port": 29192,
-    "kafka_controller_port": 29193,
-    "neo4j_bolt_port": 27787,
-    "postgres_port": 25532,
+    name: port + int(os.environ.get(PORT_OFFSET_ENV, "0"))
+    for name, port in {
+        "kafka_port": 29192,
+        "kafka_controller_port": 29193,
+        "neo4j_bolt_port": 27787,
+        "postgres_port": 25532,
+    }.items()
 }
 KEEP_STACK_ENV = "GRAPH_INGEST_TEST_KEEP_STACK"
 SESSIONS_DIR = TEST_RUN_DIR / "sessions"
@@ -107,7 +112,7 @@ def local_stack() -> Iterator[LocalStack]:
 
 @pytest.fixture(scope="session")
 def stack_settings(local_stack: LocalStack) -> Settings:
-    """Settings pointing at the running test stack (ports 29192/29193, 27787, 25532)."""
+    """Settings pointing at the running test stack (ports 29192/29193, 27787, 25532 + offset)."""
     return local_stack.settings
 
 
