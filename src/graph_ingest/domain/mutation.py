@@ -5,14 +5,11 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from graph_ingest.domain.identifiers import Identifier, model_identifier
+from graph_ingest.domain.limits import MAX_SAFE_INTEGER, SafeInteger, StoredId
 from graph_ingest.domain.model import FrozenModel, reject_duplicates
 
 Scalar = str | int | float | bool
 PropertyValue = Scalar | list[Scalar] | None
-
-
-# The fingerprint's canonical JSON (RFC 8785, I-JSON) holds integers exactly only in this range.
-MAX_SAFE_INTEGER = 2**53 - 1
 
 
 def _validate_properties(properties: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
@@ -32,7 +29,7 @@ def _validate_properties(properties: dict[str, PropertyValue]) -> dict[str, Prop
 
 
 class NodeUpsert(FrozenModel):
-    node_id: str = Field(min_length=1)
+    node_id: StoredId
     labels: tuple[Identifier, ...] = ()
     properties: dict[str, PropertyValue] = Field(default_factory=dict)
 
@@ -45,10 +42,10 @@ class NodeUpsert(FrozenModel):
 class EdgeKey(FrozenModel):
     """Edge identity: (src, type, dst, rank)."""
 
-    src: str = Field(min_length=1)
+    src: StoredId
     type: Identifier
-    dst: str = Field(min_length=1)
-    rank: int = 0
+    dst: StoredId
+    rank: SafeInteger = 0
 
     def sort_key(self) -> tuple[str, str, str, int]:
         return (self.src, self.type, self.dst, self.rank)
@@ -58,10 +55,10 @@ class EdgeKey(FrozenModel):
 
 
 class EdgeUpsert(FrozenModel):
-    src: str = Field(min_length=1)
+    src: StoredId
     type: Identifier
-    dst: str = Field(min_length=1)
-    rank: int = 0
+    dst: StoredId
+    rank: SafeInteger = 0
     properties: dict[str, PropertyValue] = Field(default_factory=dict)
 
     @field_validator("properties")
@@ -79,7 +76,7 @@ class Mutation(FrozenModel):
 
     node_upserts: tuple[NodeUpsert, ...] = ()
     edge_upserts: tuple[EdgeUpsert, ...] = ()
-    node_deletes: tuple[str, ...] = ()
+    node_deletes: tuple[StoredId, ...] = ()
     edge_deletes: tuple[EdgeKey, ...] = ()
     detach_deleted_nodes: bool = False
 

@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from graph_ingest.domain.errors import FingerprintMismatch
 from graph_ingest.domain.fingerprint import fingerprint_of
 from graph_ingest.domain.identifiers import Identifier
+from graph_ingest.domain.limits import MAX_REVISION, StoredId, StoredText
 from graph_ingest.domain.model import FrozenModel
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.state import DocumentState, EntityRegistration
@@ -40,17 +41,17 @@ class Provenance(FrozenModel):
 class IngestionPlan(FrozenModel):
     kind: PlanKind
     space: Identifier
-    document_id: str = Field(min_length=1)
-    document_version: str
-    operation_id: str = Field(min_length=1)
-    expected_revision: int = Field(ge=0)
+    document_id: StoredId
+    document_version: StoredText
+    operation_id: StoredId
+    expected_revision: int = Field(ge=0, le=MAX_REVISION - 1)
     graph: GraphOptions = GraphOptions()
     mutation: Mutation = Mutation()
     next_state: DocumentState
     registrations: tuple[EntityRegistration, ...] = ()
     provenance: Provenance = Provenance()
     created_at: datetime
-    fingerprint: str
+    fingerprint: StoredText
 
     @model_validator(mode="after")
     def check_consistency(self) -> IngestionPlan:

@@ -8,6 +8,14 @@ from enum import StrEnum
 from pydantic import Field, model_validator
 
 from graph_ingest.domain.identifiers import Identifier
+from graph_ingest.domain.limits import (
+    MAX_REVISION,
+    NonEmptyText,
+    Offset,
+    StoredId,
+    StoredText,
+    check_index_key,
+)
 from graph_ingest.domain.model import FrozenModel, reject_duplicates
 from graph_ingest.domain.mutation import EdgeKey
 
@@ -20,15 +28,15 @@ class FactKind(StrEnum):
 class Evidence(FrozenModel):
     """Where in the document a fact was read: a character span and the quoted text."""
 
-    quote: str
-    start: int = Field(ge=0)
-    end: int = Field(ge=0)
+    quote: StoredText
+    start: Offset
+    end: Offset
 
 
 class FactSource(FrozenModel):
     """The document supports this fact (a node id, or an edge key rendered by ``fact_id_of``)."""
 
-    fact_id: str = Field(min_length=1)
+    fact_id: NonEmptyText
     kind: FactKind
     evidence: tuple[Evidence, ...] = ()
 
@@ -41,12 +49,12 @@ class DocumentState(FrozenModel):
     """What the graph holds for one document after its plan committed."""
 
     space: Identifier
-    document_id: str = Field(min_length=1)
-    revision: int = Field(ge=0)
-    operation_id: str = Field(min_length=1)
-    content_hash: str = Field(min_length=1)
-    document_version: str
-    node_ids: tuple[str, ...] = ()
+    document_id: StoredId
+    revision: int = Field(ge=0, le=MAX_REVISION)
+    operation_id: StoredId
+    content_hash: StoredId
+    document_version: StoredText
+    node_ids: tuple[StoredId, ...] = ()
     edge_keys: tuple[EdgeKey, ...] = ()
     superseded_edge_keys: tuple[EdgeKey, ...] = ()
     fact_sources: tuple[FactSource, ...] = ()
@@ -60,6 +68,10 @@ class DocumentState(FrozenModel):
         reject_duplicates("edge key", [str(k) for k in self.edge_keys])
         reject_duplicates("superseded edge key", [str(k) for k in self.superseded_edge_keys])
         reject_duplicates("fact source", [f.fact_id for f in self.fact_sources])
+        for fact in self.fact_sources:
+            check_index_key(
+                f"fact id {fact.fact_id[:80]!r}", self.space, self.document_id, fact.fact_id
+            )
         return self
 
 
@@ -68,10 +80,20 @@ class EntityRegistration(FrozenModel):
 
     space: Identifier
     entity_type: Identifier
-    name: str = Field(min_length=1)
-    normalized_name: str = Field(min_length=1)
-    node_id: str = Field(min_length=1)
-    aliases: tuple[str, ...] = ()
+    name: NonEmptyText
+    normalized_name: StoredId
+    node_id: StoredId
+    aliases: tuple[StoredText, ...] = ()
+
+    @model_validator(mode="after")
+    def check_key_size(self) -> EntityRegistration:
+        check_index_key(
+            f"registry name {self.normalized_name[:80]!r}",
+            self.space,
+            self.entity_type,
+            self.normalized_name,
+        )
+        return self
 
 
 def normalize_name(name: str) -> str:

@@ -1,0 +1,37 @@
+"""What the stores can hold, checked when a plan is built or decoded, never first at a commit.
+
+A value PostgreSQL refuses (a NUL character in text or JSON, an integer past a column's range, an
+index key past the B-tree row limit) would otherwise surface in the state commit, after the graph
+write: the plan would be half applied. The fingerprint's canonical JSON (RFC 8785, I-JSON) holds
+integers exactly only within ±(2**53 - 1), so every integer a plan carries stays inside that too.
+"""
+
+from typing import Annotated
+
+from pydantic import Field
+
+MAX_SAFE_INTEGER = 2**53 - 1
+# Revisions live in PostgreSQL INT columns.
+MAX_REVISION = 2**31 - 1
+MAX_ID_LENGTH = 512
+# A B-tree index row holds at most ~2,700 bytes; keep every composite key well below it.
+MAX_INDEX_KEY_BYTES = 2_000
+
+_NO_NUL = r"^[^\x00]*$"
+
+# Text stored in a PostgreSQL TEXT or JSONB column.
+StoredText = Annotated[str, Field(pattern=_NO_NUL)]
+NonEmptyText = Annotated[str, Field(min_length=1, pattern=_NO_NUL)]
+# An identity stored in an indexed column.
+StoredId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=_NO_NUL)]
+SafeInteger = Annotated[int, Field(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
+Offset = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
+
+
+def check_index_key(what: str, *parts: str) -> None:
+    """Raise ValueError when the UTF-8 parts of one index key exceed MAX_INDEX_KEY_BYTES."""
+    size = sum(len(part.encode("utf-8")) for part in parts)
+    if size > MAX_INDEX_KEY_BYTES:
+        raise ValueError(
+            f"{what} is {size} bytes in UTF-8; at most {MAX_INDEX_KEY_BYTES} can be indexed"
+        )
