@@ -41,6 +41,16 @@ def translate(exc: psycopg.Error) -> GraphIngestError:
         return StoreError(
             f"PostgreSQL statement timed out: {detail}", code=StatusCode.DEADLINE_EXCEEDED
         )
+    # About us, not about the plan: privileges revoked, credentials refused.
+    if isinstance(exc, pg_errors.InsufficientPrivilege):
+        return StoreError(f"PostgreSQL refused access: {detail}", code=StatusCode.PERMISSION_DENIED)
+    if (getattr(exc, "sqlstate", None) or "").startswith("28"):  # invalid authorization
+        return StoreError(
+            f"PostgreSQL refused our credentials: {detail}", code=StatusCode.UNAUTHENTICATED
+        )
+    if isinstance(exc, pg_errors.ProgramLimitExceeded):
+        # An index row or a statement past a server limit: the same input fails the same way.
+        return StoreError(f"PostgreSQL limit exceeded: {detail}", code=StatusCode.INVALID_ARGUMENT)
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         # Connection refused or lost, server shutting down, pool timeout (PoolTimeout subclasses
         # OperationalError).
