@@ -139,7 +139,9 @@ class PostgresSettings(_Section):
             password=self.password.get_secret_value() if self.password else None,
             connect_timeout=self.connect_timeout_s,
             options=(
-                f"-c search_path={self.schema_name}"
+                # Quoted, as migrations and the relay quote it: an unquoted mixed-case name
+                # would fold to lower case and name another schema.
+                f'-c search_path="{self.schema_name}"'
                 f" -c statement_timeout={self.statement_timeout_ms}"
                 f" -c lock_timeout={self.lock_timeout_ms}"
             ),
@@ -155,6 +157,12 @@ class ApplierSettings(_Section):
     poll_timeout_s: float = Field(default=0.5, gt=0)
     retry_initial_backoff_s: float = Field(default=0.5, gt=0)
     retry_max_backoff_s: float = Field(default=30.0, gt=0)
+    in_place_max_attempts: int = Field(
+        default=3,
+        ge=1,
+        description="tries of a batch failing with INTERNAL, DEADLINE_EXCEEDED, ABORTED or "
+        "RESOURCE_EXHAUSTED before it is split to find the plan that causes it",
+    )
 
 
 class RelaySettings(_Section):
