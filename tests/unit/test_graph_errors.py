@@ -21,6 +21,10 @@ def _server_error(code: str) -> neo4j.exceptions.Neo4jError:
         (neo4j.exceptions.IncompleteCommit("unknown outcome"), StatusCode.UNAVAILABLE),
         (ConnectionRefusedError(111, "refused"), StatusCode.UNAVAILABLE),
         (_server_error("Neo.TransientError.Transaction.DeadlockDetected"), StatusCode.ABORTED),
+        (
+            _server_error("Neo.TransientError.General.MemoryPoolOutOfMemoryError"),
+            StatusCode.RESOURCE_EXHAUSTED,
+        ),
         (_server_error("Neo.TransientError.General.DatabaseUnavailable"), StatusCode.UNAVAILABLE),
         (
             _server_error("Neo.ClientError.Schema.ConstraintValidationFailed"),

@@ -1,17 +1,22 @@
 """The apply algorithm (DESIGN.md §4) over a batch of plans: three PostgreSQL transactions and
 one Neo4j transaction per batch, whatever its size.
 
-1. admit: create-or-verify every operation with its frozen plan, detect duplicates and already
-   committed plans, check revisions (equal: go on; behind: CONFLICT; ahead: PARKED);
-2. graph: write the mutations of every plan still before GRAPH_APPLIED in one graph transaction,
-   then record GRAPH_APPLIED;
-3. commit: state compare-and-set, history, fact sources, registry, STATE_COMMITTED and COMPLETED,
-   and release plans parked behind the new revisions — one transaction.
+1. admit: create-or-verify every operation with its frozen plan and decide what to do with it
+   (``admission.decide``: duplicate, repair, conflict, parked, or go on);
+2. graph: with the batch's documents locked and their revisions checked again, register the
+   entities (a registry conflict refuses the plan here, before anything is written), write the
+   mutations in one graph transaction and record GRAPH_APPLIED — one PostgreSQL transaction around
+   the graph write, so a zombie (a worker that lost its partitions) never writes a plan whose
+   document has moved on;
+3. commit: state compare-and-set, history, fact sources, STATE_COMMITTED and COMPLETED, and the
+   release of plans parked behind the new revisions — one transaction.
 
-Every stage change goes to the outbox in the transaction that makes it. A step that fails for a
-reason that will not go away is isolated by splitting the batch until the one plan that causes it
-is alone; that plan is recorded as failed/rejected and the others go on. Transient failures
-propagate: the caller retries the whole batch, and every step is idempotent on re-entry.
+Every step takes the locks of its documents first (``UnitOfWork.lock_documents``), so a decision
+to park and the release after a commit cannot miss each other. Every stage change goes to the
+outbox in the transaction that makes it. How a failure is treated follows from its code
+(``resilience.policy``): a batch is split until the plan at fault is alone, and only that plan is
+failed; failures of a service, not of a plan, propagate so the caller retries the batch in place.
+Every step is idempotent on re-entry.
 """
 
 from __future__ import annotations
@@ -22,13 +27,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from graph_ingest.consumers.admission import Verdict, conflict_reason, decide
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.resilience.classify import classify, error_info
+from graph_ingest.resilience.policy import (
+    BatchAction,
+    LonePlanAction,
+    batch_action,
+    lone_plan_action,
+)
 from graph_ingest.store.base import (
     NewOperation,
     OperationStore,
@@ -40,6 +53,7 @@ from graph_ingest.store.base import (
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+Position = tuple[str, int, int]
 
 
 class Outcome(StrEnum):
@@ -51,13 +65,25 @@ class Outcome(StrEnum):
     FAILED = "FAILED"
 
 
-# The legal path from each stage back to PREPARED (retry, release, replay).
-_TO_PREPARED: dict[Stage, tuple[Stage, ...]] = {
-    Stage.PREPARED: (),
-    Stage.FAILED: (Stage.PREPARED,),
-    Stage.PARKED: (Stage.PREPARED,),
-    Stage.DEAD_LETTERED: (Stage.PREPARED,),
+_OUTCOME_OF_VERDICT = {
+    Verdict.DUPLICATE: Outcome.DUPLICATE,
+    Verdict.STALE: Outcome.CONFLICT,
+    Verdict.REPAIR: Outcome.DUPLICATE,
+    Verdict.CONFLICT: Outcome.CONFLICT,
+    Verdict.PARK: Outcome.PARKED,
 }
+
+
+class DocumentMovedOn(GraphIngestError):
+    """Between admission and the graph write another worker moved a document of the batch on.
+
+    Nothing of the batch is written; admitting the batch again decides each plan afresh."""
+
+    code = StatusCode.ABORTED
+
+
+class DependencyUnhealthy(DependencyUnavailable):
+    """A plan failed alone and a probe of the services failed too: the service is to blame."""
 
 
 @dataclass
@@ -68,6 +94,10 @@ class _Work:
     plan: IngestionPlan
     operation: Operation
     changes: list[Operation]
+
+    @property
+    def document(self) -> tuple[str, str]:
+        return (self.plan.space, self.plan.document_id)
 
     def move(self, *stages: Stage, at: datetime, reason: ErrorInfo | None = None) -> None:
         """Walk through ``stages``; ``reason`` explains the last one (why CONFLICT or PARKED)."""
@@ -85,6 +115,10 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _documents(works: Sequence[_Work]) -> list[tuple[str, str]]:
+    return [w.document for w in works]
+
+
 class PlanApplier:
     def __init__(
         self,
@@ -100,21 +134,21 @@ class PlanApplier:
         self._clock = clock
 
     def apply(
-        self, messages: Sequence[PlanMessage], *, internal_is_permanent: bool = False
-    ) -> dict[tuple[str, int, int], Outcome]:
+        self, messages: Sequence[PlanMessage], *, in_place_exhausted: bool = False
+    ) -> dict[Position, Outcome]:
         """Apply a batch; return each message's durable outcome keyed by its position.
 
-        Raises the first transient error (nothing new is durable for the messages it did not
-        report); ``internal_is_permanent`` makes INTERNAL errors isolate and fail the plan
-        instead, once the caller has retried them enough.
+        Raises when the policy says to retry the batch in place (nothing new is durable for the
+        messages it did not report). ``in_place_exhausted``: the caller has retried this batch
+        as often as the policy allows for CONTENTION and UNCERTAIN failures; now they split it.
         """
-        outcomes: dict[tuple[str, int, int], Outcome] = {}
+        outcomes: dict[Position, Outcome] = {}
         poison = [m for m in messages if m.plan is None]
         if poison:
             self._reject(poison, outcomes)
         plans = [m for m in messages if m.plan is not None]
         if plans:
-            self._apply_isolating(plans, outcomes, internal_is_permanent)
+            self._apply_isolating(plans, outcomes, in_place_exhausted)
         return outcomes
 
     # -- isolation -------------------------------------------------------------------------
@@ -122,28 +156,44 @@ class PlanApplier:
     def _apply_isolating(
         self,
         batch: list[PlanMessage],
-        outcomes: dict[tuple[str, int, int], Outcome],
-        internal_is_permanent: bool,
+        outcomes: dict[Position, Outcome],
+        in_place_exhausted: bool,
     ) -> None:
         try:
             outcomes.update(self._apply_steps(batch))
         except Exception as exc:
             code = classify(exc)
-            if code.is_transient and not (internal_is_permanent and code is StatusCode.INTERNAL):
+            if batch_action(code, in_place_exhausted=in_place_exhausted) is not BatchAction.SPLIT:
                 raise
-            if len(batch) == 1:
-                self._fail(batch[0], exc, outcomes)
+            if len(batch) > 1:
+                middle = len(batch) // 2
+                log.info("batch of %d failed with %s: splitting to isolate", len(batch), code)
+                self._apply_isolating(batch[:middle], outcomes, in_place_exhausted)
+                self._apply_isolating(batch[middle:], outcomes, in_place_exhausted)
                 return
-            middle = len(batch) // 2
-            log.info("batch of %d failed with %s: splitting to isolate", len(batch), code)
-            self._apply_isolating(batch[:middle], outcomes, internal_is_permanent)
-            self._apply_isolating(batch[middle:], outcomes, internal_is_permanent)
+            action = lone_plan_action(code)
+            if action is LonePlanAction.RETRY_IN_PLACE:
+                raise
+            if action is LonePlanAction.PROBE_THEN_FAIL:
+                self._probe_dependencies(batch[0], exc)
+            self._fail(batch[0], exc, outcomes)
+
+    def _probe_dependencies(self, message: PlanMessage, cause: BaseException) -> None:
+        """Raise DependencyUnhealthy unless PostgreSQL and Neo4j both answer a probe."""
+        for name, probe in (("PostgreSQL", self._store.probe), ("Neo4j", self._graph.probe)):
+            try:
+                probe()
+            except Exception as exc:
+                raise DependencyUnhealthy(
+                    f"{message.context()} failed alone with {classify(cause)} and {name} fails "
+                    f"a probe too ({error_info(exc).message}): blaming the service, not the plan"
+                ) from exc
 
     def _fail(
         self,
         message: PlanMessage,
         exc: BaseException,
-        outcomes: dict[tuple[str, int, int], Outcome],
+        outcomes: dict[Position, Outcome],
     ) -> None:
         """A plan that cannot apply: record the error on its operation and keep its bytes."""
         assert message.plan is not None
@@ -163,9 +213,7 @@ class PlanApplier:
             uow.record_rejected([_rejected(message, info)])
         outcomes[message.position] = Outcome.FAILED
 
-    def _reject(
-        self, messages: Sequence[PlanMessage], outcomes: dict[tuple[str, int, int], Outcome]
-    ) -> None:
+    def _reject(self, messages: Sequence[PlanMessage], outcomes: dict[Position, Outcome]) -> None:
         rejected = []
         for message in messages:
             assert message.error is not None
@@ -178,8 +226,8 @@ class PlanApplier:
 
     # -- the three steps -------------------------------------------------------------------
 
-    def _apply_steps(self, batch: list[PlanMessage]) -> dict[tuple[str, int, int], Outcome]:
-        outcomes: dict[tuple[str, int, int], Outcome] = {}
+    def _apply_steps(self, batch: list[PlanMessage]) -> dict[Position, Outcome]:
+        outcomes: dict[Position, Outcome] = {}
         with self._store.unit_of_work() as uow:
             admitted = self._admit(uow, batch, outcomes)
         self._write_graph(admitted)
@@ -191,10 +239,11 @@ class PlanApplier:
         self,
         uow: UnitOfWork,
         batch: list[PlanMessage],
-        outcomes: dict[tuple[str, int, int], Outcome],
+        outcomes: dict[Position, Outcome],
     ) -> list[_Work]:
         now = self._clock()
         plans = [(m, m.plan) for m in batch if m.plan is not None]
+        uow.lock_documents([(p.space, p.document_id) for _, p in plans])
         uow.insert_operations(
             [
                 NewOperation(
@@ -218,50 +267,22 @@ class PlanApplier:
         repaired = []
         for message, plan in plans:
             work = _Work(message, plan, operations[plan.operation_id], [])
-            mismatch = _binding_mismatch(work.operation, plan)
-            if mismatch:
-                info = ErrorInfo(
-                    code=StatusCode.ALREADY_EXISTS,
-                    error_class="OperationBindingMismatch",
-                    message=mismatch,
-                )
-                log.error("%s rejected: %s", message.context(), mismatch)
-                rejected.append(_rejected(message, info))
+            admission = decide(work.operation, plan, revisions.get(work.document))
+            verdict = admission.verdict
+            if verdict is Verdict.REJECT:
+                assert admission.reason is not None
+                log.error("%s rejected: %s", message.context(), admission.reason.message)
+                rejected.append(_rejected(message, admission.reason))
                 outcomes[message.position] = Outcome.REJECTED
                 continue
-            stage = work.operation.stage
-            committed = revisions.get((plan.space, plan.document_id))
-            current = committed.revision if committed else 0
-            if stage is Stage.COMPLETED:
-                outcomes[message.position] = Outcome.DUPLICATE
-            elif stage is Stage.CONFLICT:
-                outcomes[message.position] = Outcome.CONFLICT
-            elif committed is not None and committed.operation_id == plan.operation_id:
-                # The state commit happened; only the operation log is behind: repair it.
-                work.move(*_path_to_completed(stage), at=now)
+            if verdict is Verdict.CONFLICT and admission.reason is not None:
+                log.warning("%s conflict: %s", message.context(), admission.reason.message)
+            work.move(*admission.path, at=now, reason=admission.reason)
+            if verdict is Verdict.REPAIR:
                 repaired.append(plan.next_state.model_copy(update={"committed_at": now}))
-                admitted.append(work)
-                outcomes[message.position] = Outcome.DUPLICATE
-            elif current > plan.expected_revision:
-                reason = _conflict(current, plan.expected_revision)
-                log.warning("%s conflict: %s", message.context(), reason.message)
-                work.move(*_path_to(stage, Stage.CONFLICT), at=now, reason=reason)
-                admitted.append(work)
-                outcomes[message.position] = Outcome.CONFLICT
-            elif current < plan.expected_revision:
-                if stage is not Stage.PARKED:
-                    reason = ErrorInfo(
-                        code=StatusCode.FAILED_PRECONDITION,
-                        error_class="WaitingForEarlierRevision",
-                        message=f"document at revision {current}, plan expects "
-                        f"{plan.expected_revision}: parked until that revision commits",
-                    )
-                    work.move(*_path_to(stage, Stage.PARKED), at=now, reason=reason)
-                admitted.append(work)
-                outcomes[message.position] = Outcome.PARKED
-            else:
-                work.move(*_TO_PREPARED.get(stage, ()), at=now)
-                admitted.append(work)
+            if verdict in _OUTCOME_OF_VERDICT:
+                outcomes[message.position] = _OUTCOME_OF_VERDICT[verdict]
+            admitted.append(work)
         uow.save_operations([op for w in admitted for op in w.flush_changes()])
         if repaired:
             uow.ensure_history(repaired)
@@ -270,40 +291,59 @@ class PlanApplier:
         return [w for w in admitted if w.message.position not in outcomes]
 
     def _write_graph(self, admitted: list[_Work]) -> None:
+        """Registrations, the graph write and GRAPH_APPLIED, fenced by the document locks."""
         to_write = [w for w in admitted if w.operation.stage is Stage.PREPARED]
         if not to_write:
             return
-        self._graph.apply(
-            [(w.plan.graph, w.plan.mutation) for w in to_write if not w.plan.mutation.is_empty]
-        )
-        now = self._clock()
-        for work in to_write:
-            work.move(Stage.GRAPH_APPLIED, at=now)
+        documents = _documents(to_write)
         with self._store.unit_of_work() as uow:
+            uow.lock_documents(documents)
+            revisions = {
+                key: committed.revision
+                for key, committed in uow.document_revisions(documents).items()
+            }
+            moved = [
+                w for w in to_write if revisions.get(w.document, 0) != w.plan.expected_revision
+            ]
+            if moved:
+                first = moved[0]
+                raise DocumentMovedOn(
+                    f"{first.message.context()}: document {first.plan.key} is at revision "
+                    f"{revisions.get(first.document, 0)}, the plan expects "
+                    f"{first.plan.expected_revision}; another worker moved it on "
+                    f"({len(moved)} plan(s) of the batch): nothing written, admitting again"
+                )
+            uow.register_entities([r for w in to_write for r in w.plan.registrations])
+            self._graph.apply(
+                [(w.plan.graph, w.plan.mutation) for w in to_write if not w.plan.mutation.is_empty]
+            )
+            now = self._clock()
+            for work in to_write:
+                work.move(Stage.GRAPH_APPLIED, at=now)
             uow.save_operations([op for w in to_write for op in w.flush_changes()])
 
     def _commit_state(
         self,
         uow: UnitOfWork,
         admitted: list[_Work],
-        outcomes: dict[tuple[str, int, int], Outcome],
+        outcomes: dict[Position, Outcome],
     ) -> None:
         now = self._clock()
         to_commit = [w for w in admitted if w.operation.stage is Stage.GRAPH_APPLIED]
+        uow.lock_documents(_documents(to_commit))
         failed_cas = uow.commit_document_states(
             [w.plan.next_state.model_copy(update={"committed_at": now}) for w in to_commit]
         )
         committed = []
         for work in to_commit:
-            if (work.plan.space, work.plan.document_id) in failed_cas:
-                reason = _conflict(None, work.plan.expected_revision)
+            if work.document in failed_cas:
+                reason = conflict_reason(None, work.plan.expected_revision)
                 log.warning("%s conflict: %s", work.message.context(), reason.message)
                 work.move(Stage.CONFLICT, at=now, reason=reason)
                 outcomes[work.message.position] = Outcome.CONFLICT
             else:
                 work.move(Stage.STATE_COMMITTED, at=now)
                 committed.append(work)
-        uow.register_entities([r for w in committed for r in w.plan.registrations])
         for work in admitted:
             if work.operation.stage is Stage.STATE_COMMITTED:
                 work.move(Stage.COMPLETED, at=now)
@@ -330,47 +370,6 @@ class PlanApplier:
                 for op, plan_bytes in waiting
             ]
         )
-
-
-def _path_to(stage: Stage, target: Stage) -> tuple[Stage, ...]:
-    """Shortest legal path to ``target``: directly, or by way of PREPARED."""
-    if target in LEGAL_TRANSITIONS[stage]:
-        return (target,)
-    return (*_TO_PREPARED.get(stage, ()), target)
-
-
-def _path_to_completed(stage: Stage) -> tuple[Stage, ...]:
-    forward = (Stage.GRAPH_APPLIED, Stage.STATE_COMMITTED, Stage.COMPLETED)
-    if stage in forward:
-        return forward[forward.index(stage) + 1 :]
-    return (*_TO_PREPARED.get(stage, ()), *forward)
-
-
-def _conflict(current: int | None, expected: int) -> ErrorInfo:
-    at = "moved past" if current is None else f"at revision {current}, past"
-    return ErrorInfo(
-        code=StatusCode.FAILED_PRECONDITION,
-        error_class="RevisionConflict",
-        message=f"document {at} the plan's expected revision {expected}: "
-        "the plan is stale, replan against the current state",
-    )
-
-
-def _binding_mismatch(operation: Operation, plan: IngestionPlan) -> str | None:
-    bound = (
-        operation.fingerprint,
-        operation.space,
-        operation.document_id,
-        operation.expected_revision,
-    )
-    offered = (plan.fingerprint, plan.space, plan.document_id, plan.expected_revision)
-    if bound == offered:
-        return None
-    return (
-        f"operation {plan.operation_id} is bound to plan {operation.fingerprint} of "
-        f"{operation.space}/{operation.document_id}@{operation.expected_revision}; refusing "
-        f"{plan.fingerprint} of {plan.space}/{plan.document_id}@{plan.expected_revision}"
-    )
 
 
 def _rejected(message: PlanMessage, info: ErrorInfo) -> RejectedMessage:

@@ -149,6 +149,18 @@ class Neo4jGraphWriter:
             session.run(query).consume()
         self._constrained.add(key)
 
+    def probe(self) -> None:
+        """A trivial write transaction on the default database: does Neo4j take writes at all?
+
+        Tells a sick or unreachable database apart from a batch that fails on its own content.
+        It merges one node labelled ``GraphIngestProbe`` (kept, so the probe stays a no-op)."""
+        driver = self._require_driver()
+        with (
+            _translated("probe"),
+            driver.session(database=self._settings.database) as session,
+        ):
+            session.execute_write(_probe)
+
     # -- reads -------------------------------------------------------------------------------
 
     def count_elements(self, options: GraphOptions) -> tuple[int, int]:
@@ -200,6 +212,10 @@ def _write_statements(tx: neo4j.ManagedTransaction, statements: list[Statement])
             )
 
 
+def _probe(tx: neo4j.ManagedTransaction) -> None:
+    tx.run("MERGE (p:GraphIngestProbe {id: 'probe'}) SET p.at = timestamp()").consume()
+
+
 def _offenders(tx: neo4j.ManagedTransaction, statement: Statement) -> list[str]:
     assert statement.check is not None
     return [str(record["what"]) for record in tx.run(statement.check, rows=statement.rows)][
@@ -230,6 +246,9 @@ def _classify(exc: BaseException) -> Callable[[str], GraphIngestError]:
     if isinstance(exc, errors.DatabaseUnavailable | errors.NotALeader):
         return GraphUnavailable
     if isinstance(exc, errors.TransientError):
+        # A transaction past the memory limit fails the same way every time: not contention.
+        if "Memory" in (exc.code or ""):
+            return _with_code(StatusCode.RESOURCE_EXHAUSTED)
         return GraphTransactionAborted
     if isinstance(exc, errors.AuthError):
         return _with_code(StatusCode.UNAUTHENTICATED)

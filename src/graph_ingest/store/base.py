@@ -77,6 +77,13 @@ class RejectedMessage:
 class UnitOfWork(Protocol):
     """One PostgreSQL transaction. Leaving the ``with`` block commits; an exception rolls back."""
 
+    def lock_documents(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Hold, until this transaction ends, the lock of each (space, document_id).
+
+        Every apply step takes it for the documents of its batch before it reads or moves their
+        revisions, so parking and releasing, fencing a graph write and committing a state never
+        interleave for one document. Taken in a stable order: two appliers cannot deadlock on it."""
+
     def insert_operations(self, new: Sequence[NewOperation]) -> None:
         """Create operations with their frozen plans; an existing operation_id is left untouched
         (first writer wins) and does not emit any event."""
@@ -123,6 +130,9 @@ class OperationStore(Protocol):
     def close(self) -> None: ...
 
     def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
+
+    def probe(self) -> None:
+        """Raise (a StoreError with its code) unless the store answers a trivial transaction."""
 
     def get_operation(self, operation_id: str) -> Operation | None: ...
 

@@ -83,6 +83,10 @@ class PostgresOperationStore:
         with translating(), pool.connection() as conn:
             yield PostgresUnitOfWork(conn, event_encoder=self._encode, operations_topic=self._topic)
 
+    @translated
+    def probe(self) -> None:
+        self._fetch_all("SELECT 1", ())
+
     # -- reads -------------------------------------------------------------------------------
 
     @translated

@@ -184,6 +184,19 @@ FROM unnest(
 ON CONFLICT (space, document_id, revision) DO NOTHING
 """
 
+# One transaction-scoped advisory lock per (schema, space, document), in a stable order.
+LOCK_DOCUMENTS = """
+SELECT count(pg_advisory_xact_lock(lock_key))
+FROM (
+    SELECT DISTINCT hashtextextended(
+        'document' || chr(31) || current_schema() || chr(31) || space || chr(31) || document_id,
+        0
+    ) AS lock_key
+    FROM unnest(%(space)s::text[], %(document_id)s::text[]) AS d(space, document_id)
+    ORDER BY lock_key
+) AS locks
+"""
+
 # One transaction-scoped advisory lock per (schema, space, node), taken in a stable order so two
 # appliers cannot deadlock on them: serialises "one type per node" checks for the same node.
 LOCK_REGISTRY_NODES = """

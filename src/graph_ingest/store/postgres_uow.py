@@ -55,7 +55,16 @@ class PostgresUnitOfWork:
         self._encode = event_encoder
         self._topic = operations_topic
 
-    # -- operations --------------------------------------------------------------------------
+    # -- documents and operations -----------------------------------------------------------
+
+    @translated
+    def lock_documents(self, keys: Sequence[DocumentKey]) -> None:
+        unique = sorted(set(keys))
+        if unique:
+            self._execute(
+                sql.LOCK_DOCUMENTS,
+                {"space": [k[0] for k in unique], "document_id": [k[1] for k in unique]},
+            )
 
     @translated
     def insert_operations(self, new: Sequence[NewOperation]) -> None:

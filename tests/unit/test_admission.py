@@ -1,0 +1,105 @@
+"""Admission as a pure decision: every verdict, from every stage it can meet."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from graph_ingest.consumers.admission import Verdict, decide
+from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.plan import IngestionPlan
+from graph_ingest.domain.stages import Stage, check_transition
+from graph_ingest.store.base import CommittedRevision
+from tests.unit.plans import plan_for
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def at_revision(plan: IngestionPlan, expected: int) -> IngestionPlan:
+    fields = plan.model_dump(exclude={"fingerprint"})
+    fields["expected_revision"] = expected
+    fields["next_state"]["revision"] = expected + 1
+    return IngestionPlan.freeze(**fields)
+
+
+def operation_of(plan: IngestionPlan, *path: Stage) -> Operation:
+    operation = Operation.prepared(
+        operation_id=plan.operation_id,
+        space=plan.space,
+        document_id=plan.document_id,
+        expected_revision=plan.expected_revision,
+        fingerprint=plan.fingerprint,
+        at=NOW,
+    )
+    for stage in path:
+        operation = operation.transition(stage, NOW)
+    return operation
+
+
+def committed(
+    plan: IngestionPlan, revision: int, operation_id: str = "op-other"
+) -> CommittedRevision:
+    return CommittedRevision(plan.space, plan.document_id, revision, operation_id)
+
+
+PLAN = at_revision(plan_for("doc-1"), 1)
+
+
+def walk(operation: Operation, path: tuple[Stage, ...]) -> Stage:
+    stage = operation.stage
+    for target in path:
+        check_transition(stage, target)
+        stage = target
+    return stage
+
+
+@pytest.mark.parametrize(
+    ("path", "revision", "verdict", "final"),
+    [
+        ((), 1, Verdict.PROCEED, Stage.PREPARED),
+        ((Stage.FAILED,), 1, Verdict.PROCEED, Stage.PREPARED),
+        ((Stage.PARKED,), 1, Verdict.PROCEED, Stage.PREPARED),
+        ((Stage.DEAD_LETTERED,), 1, Verdict.PROCEED, Stage.PREPARED),
+        ((Stage.GRAPH_APPLIED,), 1, Verdict.PROCEED, Stage.GRAPH_APPLIED),
+        ((), 2, Verdict.CONFLICT, Stage.CONFLICT),
+        ((Stage.GRAPH_APPLIED,), 2, Verdict.CONFLICT, Stage.CONFLICT),
+        ((Stage.FAILED,), 5, Verdict.CONFLICT, Stage.CONFLICT),
+        ((), 0, Verdict.PARK, Stage.PARKED),
+        ((Stage.FAILED,), 0, Verdict.PARK, Stage.PARKED),
+        ((Stage.PARKED,), 0, Verdict.PARK, Stage.PARKED),
+        (
+            (Stage.GRAPH_APPLIED, Stage.STATE_COMMITTED, Stage.COMPLETED),
+            2,
+            Verdict.DUPLICATE,
+            Stage.COMPLETED,
+        ),
+        ((Stage.CONFLICT,), 7, Verdict.STALE, Stage.CONFLICT),
+    ],
+)
+def test_the_verdict_and_the_path_follow_from_stage_and_revision(
+    path: tuple[Stage, ...], revision: int, verdict: Verdict, final: Stage
+) -> None:
+    operation = operation_of(PLAN, *path)
+    state = committed(PLAN, revision) if revision else None
+    admission = decide(operation, PLAN, state)
+    assert admission.verdict is verdict
+    assert walk(operation, admission.path) is final
+    assert (admission.reason is not None) == (verdict in (Verdict.CONFLICT, Verdict.PARK))
+
+
+@pytest.mark.parametrize("path", [(), (Stage.GRAPH_APPLIED,), (Stage.FAILED,), (Stage.PARKED,)])
+def test_a_state_committed_by_this_operation_repairs_the_log_up_to_completed(
+    path: tuple[Stage, ...],
+) -> None:
+    operation = operation_of(PLAN, *path)
+    admission = decide(operation, PLAN, committed(PLAN, 2, PLAN.operation_id))
+    assert admission.verdict is Verdict.REPAIR
+    assert walk(operation, admission.path) is Stage.COMPLETED
+
+
+def test_an_operation_bound_to_another_plan_is_rejected_whatever_its_stage() -> None:
+    other = at_revision(plan_for("doc-1", "Alice works at Acme in Paris."), 1)
+    operation = operation_of(other).model_copy(update={"operation_id": PLAN.operation_id})
+    admission = decide(operation, PLAN, None)
+    assert admission.verdict is Verdict.REJECT
+    assert admission.path == ()
+    assert admission.reason is not None and admission.reason.code == "ALREADY_EXISTS"
