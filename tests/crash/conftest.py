@@ -3,9 +3,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import pipeline
+from tests.integration.conftest import pipeline, pipeline_factory
 
-__all__ = ["pipeline", "processes"]
+__all__ = ["pipeline", "pipeline_factory", "processes"]
 
 
 @pytest.fixture

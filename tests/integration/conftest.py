@@ -1,17 +1,34 @@
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from graph_ingest.settings import Settings
 from tests.integration.pipeline import Pipeline, isolated_settings
 
+PipelineFactory = Callable[..., Pipeline]
+
 
 @pytest.fixture
-def pipeline(stack_settings: Settings) -> Iterator[Pipeline]:
-    """Topics, schema, consumer group and graph label of this test alone; workers not started."""
-    pipeline = Pipeline(isolated_settings(stack_settings))
-    pipeline.setup()
+def pipeline_factory(stack_settings: Settings) -> Iterator[PipelineFactory]:
+    """Builds isolated pipelines with settings overrides (``isolated_settings`` keywords); all of
+    them are torn down at the end of the test."""
+    made: list[Pipeline] = []
+
+    def make(**overrides: Any) -> Pipeline:
+        pipeline = Pipeline(isolated_settings(stack_settings, **overrides))
+        made.append(pipeline)
+        pipeline.setup()
+        return pipeline
+
     try:
-        yield pipeline
+        yield make
     finally:
-        pipeline.teardown()
+        for pipeline in reversed(made):
+            pipeline.teardown()
+
+
+@pytest.fixture
+def pipeline(pipeline_factory: PipelineFactory) -> Pipeline:
+    """Topics, schema, consumer group and graph label of this test alone; workers not started."""
+    return pipeline_factory()

@@ -17,6 +17,7 @@ from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
 from graph_ingest.domain.stages import Stage
+from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.kafka.admin import delete_topics, ensure_topics
 from graph_ingest.producers.plan_publisher import PlanPublisher
@@ -41,7 +42,7 @@ class CountingWriter(Neo4jGraphWriter):
         self.mutations_written += len(batch)
 
 
-def isolated_settings(base: Settings, **applier: Any) -> Settings:
+def isolated_settings(base: Settings, *, schema_prefix: str = "t_", **applier: Any) -> Settings:
     tag = uuid.uuid4().hex[:10]
     return base.model_copy(
         update={
@@ -53,7 +54,7 @@ def isolated_settings(base: Settings, **applier: Any) -> Settings:
                     "operation_partitions": 3,
                 }
             ),
-            "postgres": base.postgres.model_copy(update={"schema_name": f"t_{tag}"}),
+            "postgres": base.postgres.model_copy(update={"schema_name": f"{schema_prefix}{tag}"}),
             "applier": base.applier.model_copy(
                 update={"group_id": f"t.{tag}.applier", "batch_linger_s": 0.02, **applier}
             ),
@@ -75,7 +76,7 @@ class Pipeline:
         self.settings = settings
         self.graph = GraphOptions(node_label=f"T_{settings.postgres.schema_name}")
         self.store: PostgresOperationStore = postgres_store(settings)
-        self.writer = CountingWriter(settings.neo4j)
+        self.writer: CountingWriter = CountingWriter(settings.neo4j)
         self._publisher = PlanPublisher(settings)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -93,34 +94,43 @@ class Pipeline:
 
     def teardown(self) -> None:
         logging.getLogger("graph_ingest.consumers.runtime").removeHandler(self._retry_log)
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=60)
+        self.stop_workers()
         if self._relay:
             self._relay.close()
         self._publisher.close()
         self.store.close()
         delete_topics(self.settings, [self.settings.topics.plans, self.settings.topics.operations])
         with psycopg.connect(self.settings.postgres.conninfo(), autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {self.settings.postgres.schema_name} CASCADE")
+            conn.execute(f'DROP SCHEMA IF EXISTS "{self.settings.postgres.schema_name}" CASCADE')
         with self._driver() as driver:
             driver.execute_query(f"MATCH (n:`{self.graph.node_label}`) DETACH DELETE n")
             driver.execute_query(f"DROP CONSTRAINT `{self.graph.node_label}_node_id` IF EXISTS")
+
+    def stop_workers(self) -> None:
+        """Stop the applier and relay threads (teardown does it too)."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
 
     def retries_logged(self) -> int:
         """How many times the applier retried a batch in place (it logs each one)."""
         return sum("retry" in r.getMessage() for r in self._retry_log.records)
 
-    def start_applier(self) -> None:
+    def start_applier(
+        self, writer: GraphWriter | None = None, settings: Settings | None = None
+    ) -> threading.Thread:
+        """An applier thread on the real services; ``writer`` replaces the counting Neo4j writer
+        (fault injection), ``settings`` this pipeline's (e.g. another PostgreSQL user)."""
         thread = threading.Thread(
             target=run_applier,
-            args=(self.settings, self._stop),
-            kwargs={"graph": self.writer},
+            args=(settings or self.settings, self._stop),
+            kwargs={"graph": writer or self.writer},
             name="applier",
             daemon=True,
         )
         thread.start()
         self._threads.append(thread)
+        return thread
 
     def start_relay(self) -> None:
         self._relay = OutboxRelay(self.settings)
@@ -145,7 +155,9 @@ class Pipeline:
     def publish(self, *plans: IngestionPlan) -> None:
         self._publisher.publish(list(plans))
 
-    def publish_raw(self, key: bytes, value: bytes, headers: dict[str, str] | None = None) -> None:
+    def publish_raw(
+        self, key: bytes, value: bytes, headers: dict[str, str | bytes] | None = None
+    ) -> None:
         producer = Producer(self.settings.kafka.producer_config())
         producer.produce(self.settings.topics.plans, key=key, value=value, headers=headers or {})
         assert producer.flush(30) == 0
@@ -172,6 +184,11 @@ class Pipeline:
     def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.settings.postgres.conninfo()) as conn:
             return conn.execute(query, params).fetchall()
+
+    def execute(self, statement: str, *params: Any) -> None:
+        """A statement that returns no rows (DDL, GRANT), committed."""
+        with psycopg.connect(self.settings.postgres.conninfo(), autocommit=True) as conn:
+            conn.execute(statement, params)
 
     def operation_events(self, expected: int, timeout_s: float = 60) -> list[Operation]:
         """Consume the operation log from the start until ``expected`` events arrived."""

@@ -1,0 +1,270 @@
+"""Regressions of the apply loop's defects (issue 9), each against real Kafka, Neo4j and PostgreSQL.
+
+Faults are injected only where a real service cannot be made to misbehave on cue (a plan that
+always times out, a sick database): by wrapping the real Neo4j writer, never by replacing it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+
+from graph_ingest.demo.samples import Entity, sample_plan
+from graph_ingest.domain.mutation import Mutation
+from graph_ingest.domain.plan import GraphOptions, IngestionPlan
+from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.graph.errors import GraphError
+from graph_ingest.schemas.codec import encode_plan, read_single_object, write_single_object
+from graph_ingest.schemas.registry import BUNDLED, PLAN
+from graph_ingest.settings import Settings
+from graph_ingest.waiting import wait_until
+from tests.integration.conftest import PipelineFactory
+from tests.integration.pipeline import CountingWriter, Pipeline
+from tests.integration.test_applier import doc_v1, planned_elements
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+FAST_RETRIES: dict[str, Any] = {"retry_initial_backoff_s": 0.05, "retry_max_backoff_s": 0.2}
+ADA = Entity("Person", "Ada Lovelace")
+BABBAGE = Entity("Person", "Charles Babbage")
+
+
+def reencoded(plan: IngestionPlan, change: Any) -> bytes:
+    """The plan's Avro record after ``change(record)``, written as a valid Avro message (the
+    record is not validated: a producer in another language can send exactly this)."""
+    record = read_single_object(encode_plan(plan), PLAN)
+    change(record)
+    return write_single_object(BUNDLED.current(PLAN), record)
+
+
+def rejected_rows(pipeline: Pipeline, count: int) -> list[tuple[Any, ...]]:
+    query = 'SELECT code, message_value, operation_id FROM rejected_messages ORDER BY "offset"'
+
+    def enough() -> list[tuple[Any, ...]] | None:
+        rows = pipeline.sql(query)
+        return rows if len(rows) >= count else None
+
+    return wait_until(
+        enough,
+        timeout_s=60,
+        what=f"{count} rejected messages",
+    )
+
+
+# -- items 1 and 2: hostile input is poison, never the worker's death ---------------------------
+
+
+def test_input_that_breaks_third_party_code_or_postgres_text_is_rejected_and_the_rest_applies(
+    pipeline: Pipeline,
+) -> None:
+    good = doc_v1(pipeline)
+    key = good.key.encode()  # one partition: every poison message sits ahead of the good plan
+
+    def huge_rank(record: dict[str, Any]) -> None:
+        record["mutation"]["edge_upserts"][0]["rank"] = 2**60  # rfc8785 refuses it
+
+    def nul_fingerprint(record: dict[str, Any]) -> None:
+        record["fingerprint"] = "v1:\x00tampered"
+
+    def nul_operation_id(record: dict[str, Any]) -> None:
+        record["operation_id"] = record["next_state"]["operation_id"] = "op-\x00-nul"
+
+    poison = [
+        reencoded(doc_v1(pipeline, "doc-rank"), huge_rank),
+        reencoded(doc_v1(pipeline, "doc-fingerprint"), nul_fingerprint),
+        reencoded(doc_v1(pipeline, "doc-operation"), nul_operation_id),
+    ]
+    pipeline.start_applier()
+    for value in poison:
+        pipeline.publish_raw(key, value)
+    pipeline.publish_raw(key, b"\x01 not avro", headers={"operation_id": b"op-\x00-header"})
+    pipeline.publish(good)
+    # Then the good plan behind them completes: the worker lived through all of them
+    pipeline.wait_stage(good.operation_id, Stage.COMPLETED)
+    rows = rejected_rows(pipeline, 4)
+    assert [bytes(value) for _, value, _ in rows] == [*poison, b"\x01 not avro"]
+    assert {code for code, _, _ in rows} == {"INVALID_ARGUMENT"}
+    assert rows[-1][2] == "op-\\x00-header"  # what it says about itself, made storable
+
+
+# -- item 5: whatever the state commit would refuse is refused before the graph write -----------
+
+
+def with_node_id(plan: IngestionPlan, old: str, new: str) -> IngestionPlan:
+    fields = json.loads(plan.model_dump_json(exclude={"fingerprint"}).replace(old, new))
+    return IngestionPlan.freeze(**fields)
+
+
+@pytest.mark.parametrize("same_batch", [True, False], ids=["same-batch", "later-batch"])
+def test_a_registry_conflict_fails_the_plan_before_its_graph_write(
+    pipeline: Pipeline, same_batch: bool
+) -> None:
+    doc_a = sample_plan("it", "doc-a", "Ada.", [ADA], [], graph=pipeline.graph)
+    other_node = "it:person:ada-OTHER"
+    doc_b = with_node_id(
+        sample_plan("it", "doc-b", "Ada.", [ADA], [], graph=pipeline.graph),
+        ADA.node_id("it"),
+        other_node,
+    )
+    if same_batch:
+        pipeline.publish(doc_a, doc_b)
+        pipeline.start_applier()
+    else:
+        pipeline.start_applier()
+        pipeline.publish(doc_a)
+        pipeline.wait_stage(doc_a.operation_id, Stage.COMPLETED)
+        pipeline.publish(doc_b)
+    pipeline.wait_stage(doc_a.operation_id, Stage.COMPLETED)
+    failed = pipeline.wait_stage(doc_b.operation_id, Stage.FAILED)
+    assert failed.last_error is not None
+    assert failed.last_error.code == StatusCode.FAILED_PRECONDITION
+    assert "registry conflict" in failed.last_error.message
+    assert Stage.GRAPH_APPLIED not in failed.stage_times
+    assert pipeline.graph_elements()[0] == {ADA.node_id("it")}
+    assert pipeline.store.get_document_state("it", "doc-b") is None
+
+
+# -- items 6 and 8: how long to retry in place, and whom to blame -------------------------------
+
+
+class FailingWriter(CountingWriter):
+    """The real Neo4j writer, made to fail on cue: for batches that touch ``culprits`` (a plan
+    too big to ever fit a transaction), or for everything while ``sick`` is set (a sick database:
+    its probe fails too)."""
+
+    def __init__(self, settings: Settings, code: StatusCode, culprits: Sequence[str] = ()) -> None:
+        super().__init__(settings.neo4j)
+        self.code = code
+        self.culprits = set(culprits)
+        self.sick = threading.Event()
+        self.failures = 0
+
+    def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None:
+        touched = {n.node_id for _, m in batch for n in m.node_upserts}
+        if self.sick.is_set() or touched & self.culprits:
+            self.failures += 1
+            raise GraphError(f"injected {self.code}", code=self.code)
+        super().apply(batch)
+
+    def probe(self) -> None:
+        if self.sick.is_set():
+            raise GraphError("injected: the probe fails too", code=self.code)
+        super().probe()
+
+
+def test_a_plan_that_always_times_out_is_isolated_after_bounded_retries_and_the_rest_apply(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    pipeline = pipeline_factory(**FAST_RETRIES)
+    plans = [doc_v1(pipeline, f"doc-{i}") for i in range(4)]
+    oversized = sample_plan("it", "doc-huge", "Babbage.", [BABBAGE], [], graph=pipeline.graph)
+    writer = FailingWriter(
+        pipeline.settings, StatusCode.DEADLINE_EXCEEDED, culprits=[BABBAGE.node_id("it")]
+    )
+    pipeline.publish(*plans[:2], oversized, *plans[2:])
+    pipeline.start_applier(writer)
+    for plan in plans:
+        pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
+    failed = pipeline.wait_stage(oversized.operation_id, Stage.FAILED)
+    assert failed.last_error is not None
+    assert failed.last_error.code == StatusCode.DEADLINE_EXCEEDED
+    assert pipeline.graph_elements() == planned_elements(*plans)
+
+
+def test_a_sick_database_fails_no_plan_and_the_backlog_applies_once_it_recovers(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    pipeline = pipeline_factory(**FAST_RETRIES)
+    plans = [doc_v1(pipeline, f"doc-{i}") for i in range(4)]
+    writer = FailingWriter(pipeline.settings, StatusCode.INTERNAL)
+    writer.sick.set()
+    pipeline.publish(*plans)
+    pipeline.start_applier(writer)
+    # Far more failures than the in-place budget: it would have split and failed every plan
+    wait_until(lambda: writer.failures >= 20, timeout_s=60, what="20 failed writes")
+    assert pipeline.sql("SELECT count(*) FROM operations WHERE stage = 'FAILED'") == [(0,)]
+    assert pipeline.sql("SELECT count(*) FROM rejected_messages") == [(0,)]
+    writer.sick.clear()
+    for plan in plans:
+        done = pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
+        assert done.attempts == 0
+    assert pipeline.graph_elements() == planned_elements(*plans)
+
+
+@contextmanager
+def restricted_role(pipeline: Pipeline) -> Iterator[tuple[Settings, str]]:
+    """A PostgreSQL login role with every right on the pipeline's schema; dropped at the end."""
+    schema = pipeline.settings.postgres.schema_name
+    role = f"{schema}_role"
+    admin = pipeline.settings.postgres.conninfo()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+        conn.execute(f'GRANT ALL ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+        conn.execute(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}"')
+    settings = pipeline.settings.model_copy(
+        update={"postgres": pipeline.settings.postgres.model_copy(update={"user": role})}
+    )
+    try:
+        yield settings, role
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
+
+
+def test_revoked_privileges_pause_the_applier_without_failing_a_plan(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    pipeline = pipeline_factory(**FAST_RETRIES)
+    first, *later = [doc_v1(pipeline, f"doc-{i}") for i in range(3)]
+    with restricted_role(pipeline) as (settings, role):
+        pipeline.start_applier(settings=settings)
+        pipeline.publish(first)
+        pipeline.wait_stage(first.operation_id, Stage.COMPLETED)
+        # When the applier's role loses the right to commit document states
+        pipeline.execute(f'REVOKE INSERT, UPDATE ON document_states FROM "{role}"')
+        retried = pipeline.retries_logged()
+        pipeline.publish(*later)
+        wait_until(
+            lambda: pipeline.retries_logged() >= retried + 10, timeout_s=60, what="10 retries"
+        )
+        # Then no plan is failed for it
+        assert pipeline.sql("SELECT count(*) FROM operations WHERE stage = 'FAILED'") == [(0,)]
+        assert pipeline.sql("SELECT count(*) FROM rejected_messages") == [(0,)]
+        # and once the right is back, the plans complete
+        pipeline.execute(f'GRANT INSERT, UPDATE ON document_states TO "{role}"')
+        for plan in later:
+            done = pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
+            assert done.attempts == 0
+        pipeline.stop_workers()  # before the role goes
+
+
+# -- item 14: one rule for the schema name -----------------------------------------------------
+
+
+def test_a_mixed_case_schema_name_is_the_schema_every_component_uses(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    pipeline = pipeline_factory(schema_prefix="t_MixedCase_")
+    pipeline.start_applier()
+    pipeline.start_relay()
+    plan = doc_v1(pipeline)
+    pipeline.publish(plan)
+    pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
+    events = [e for e in pipeline.operation_events(4) if e.operation_id == plan.operation_id]
+    assert [e.stage for e in events][-1] is Stage.COMPLETED
+    schema = pipeline.settings.postgres.schema_name
+    lower = pipeline.sql("SELECT 1 FROM pg_namespace WHERE nspname = %s", schema.lower())
+    assert lower == []  # nothing went to the folded name
