@@ -20,14 +20,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from psycopg import sql
 
 from graph_ingest.kafka.admin import TopicSpec, create_topics, delete_topics
 from graph_ingest.settings import Settings
 from graph_ingest.store.migrate import migrate
 from graph_ingest.waiting import wait_until
-from tests.kafka_messages import message_fields
+from tests.kafka_messages import read_to_end
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(300)]
 
@@ -108,32 +107,13 @@ def start_relay(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 
 
 def read_topic(settings: Settings, topic: str) -> list[tuple[str, int]]:
-    """Every message of ``topic`` up to its current end, per partition in offset order."""
-    consumer = Consumer(settings.kafka.consumer_config(f"t.{uuid.uuid4().hex}"))
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    ends = {
-        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-        for p in partitions
-    }
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    """Every (operation_id, sequence) on ``topic`` up to its current end, per partition in order."""
     received: list[tuple[str, int]] = []
-    positions = dict.fromkeys(partitions, 0)
-
-    def at_end() -> bool:
-        for message in consumer.consume(1000, timeout=0.2):
-            assert message.error() is None, message.error()
-            key, value, headers = message_fields(message)
-            operation_id, seq = value.decode().split(":")
-            assert key == operation_id.encode()
-            assert headers["sequence"] == seq.encode()
-            received.append((operation_id, int(seq)))
-            positions[message.partition() or 0] = (message.offset() or 0) + 1
-        return all(positions[p] >= ends[p] for p in partitions)
-
-    try:
-        wait_until(at_end, timeout_s=60, interval_s=0, what=f"the end of {topic}")
-    finally:
-        consumer.close()
+    for key, value, headers in read_to_end(settings, topic):
+        operation_id, seq = value.decode().split(":")
+        assert key == operation_id.encode()
+        assert headers["sequence"] == seq.encode()
+        received.append((operation_id, int(seq)))
     return received
 
 

@@ -13,17 +13,17 @@ from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from psycopg import sql
 
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka.admin import TopicSpec, create_topics, delete_topics
-from graph_ingest.producers.relay import OutboxRelay
+from graph_ingest.producers.relay import OutboxRelay, advisory_lock_key
 from graph_ingest.settings import Settings
 from graph_ingest.store.migrate import migrate
 from graph_ingest.waiting import wait_until
-from tests.kafka_messages import message_fields
+from tests.kafka_messages import message_fields, read_to_end
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -36,11 +36,14 @@ class Outbox:
     def connect(self) -> psycopg.Connection[tuple[Any, ...]]:
         return psycopg.connect(self.settings.postgres.conninfo(), autocommit=True)
 
-    def fill(self, operations: int, events: int, headers: str = "{}") -> list[tuple[str, int]]:
-        """Rows for ``operations`` operations x ``events`` sequences, interleaved by id."""
+    def fill(
+        self, operations: int, events: int, headers: str = "{}", first_sequence: int = 1
+    ) -> list[tuple[str, int]]:
+        """Rows for ``operations`` operations x ``events`` sequences from ``first_sequence``,
+        interleaved by id."""
         rows = [
             (self.topic, f"op-{o}".encode(), f"op-{o}:{s}".encode(), headers, f"op-{o}", s)
-            for s in range(1, events + 1)
+            for s in range(first_sequence, first_sequence + events)
             for o in range(operations)
         ]
         with self.connect() as conn, conn.cursor() as cur:
@@ -50,6 +53,18 @@ class Outbox:
                 rows,
             )
         return [(str(r[4]), int(r[5])) for r in rows]
+
+    def terminate_relay_session(self) -> None:
+        """End the PostgreSQL session that holds this schema's relay lock, as a crash of that
+        backend or a network cut would: the lock goes with it."""
+        key = advisory_lock_key(self.settings.postgres.schema_name) & 0xFFFF_FFFF_FFFF_FFFF
+        with self.connect() as conn:
+            row = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
+                " AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1",
+                (key >> 32, key & 0xFFFF_FFFF),
+            ).fetchone()
+        assert row is not None and row[0], "no session holds the relay lock"
 
     def unpublished(self) -> int:
         with self.connect() as conn:
@@ -242,6 +257,103 @@ def test_one_active_relay_per_schema(outbox: Outbox, caplog: pytest.LogCaptureFi
     finally:
         first.close()
         second.close()
+    assert outbox.unpublished() == 0
+
+
+HELD_CLIENT_ID = "relay-held-before-confirming"
+
+
+@dataclass(frozen=True)
+class Hold:
+    reached: threading.Event
+    release: threading.Event
+
+
+@pytest.fixture
+def hold(monkeypatch: pytest.MonkeyPatch) -> Iterator[Hold]:
+    """Kafka clients with client id HELD_CLIENT_ID stop at their first flush or transaction commit
+    until released: a relay using one has produced its batch but not yet confirmed it. With a long
+    ``linger.ms`` the batch is still in the client then, so it reaches the broker only on release,
+    like deliveries still in flight from a relay that has lost its lock."""
+    hold = Hold(threading.Event(), threading.Event())
+
+    class ClientHeldBeforeConfirming(Producer):
+        def __init__(self, config: dict[str, Any]) -> None:
+            super().__init__(config)
+            self.armed = config.get("client.id") == HELD_CLIENT_ID
+
+        def wait_for_release(self) -> None:
+            if self.armed:
+                self.armed = False
+                hold.reached.set()
+                assert hold.release.wait(60), "the test never released the held relay"
+
+        def flush(self, *args: Any) -> int:
+            self.wait_for_release()
+            return super().flush(*args)
+
+        def commit_transaction(self, *args: Any) -> None:
+            self.wait_for_release()
+            super().commit_transaction(*args)
+
+    monkeypatch.setattr("graph_ingest.kafka.producer.Producer", ClientHeldBeforeConfirming)
+    yield hold
+    hold.release.set()
+
+
+def test_a_relay_that_lost_its_lock_cannot_land_an_older_snapshot_after_its_successor(
+    outbox: Outbox, hold: Hold
+) -> None:
+    # Given relay A has produced sequence 1 of every operation and not yet confirmed it
+    expected = outbox.fill(operations=6, events=1)
+    deposed = OutboxRelay(
+        outbox.settings,
+        producer_overrides={"client.id": HELD_CLIENT_ID, "linger.ms": 30_000},
+    )
+    successor = OutboxRelay(outbox.settings)
+    outcome: list[int | GraphIngestError] = []
+
+    def run_deposed() -> None:
+        try:
+            outcome.append(deposed.run_once())
+        except GraphIngestError as exc:
+            outcome.append(exc)
+
+    deposed.start()
+    successor.start()
+    worker = threading.Thread(target=run_deposed)
+    try:
+        worker.start()
+        assert hold.reached.wait(30), "relay A never reached its flush or commit"
+
+        # When A's PostgreSQL session dies, sequence 2 is written, and the standby B takes over
+        outbox.terminate_relay_session()
+        expected += outbox.fill(operations=6, events=1, first_sequence=2)
+        published = wait_until(successor.run_once, timeout_s=20, what="relay B to take over")
+        published += drain(successor)
+        # and only then are A's in-flight deliveries released
+        hold.release.set()
+        worker.join(timeout=60)
+        assert not worker.is_alive()
+    finally:
+        hold.release.set()
+        deposed.close()
+        successor.close()
+
+    # Then, read committed, every operation's last record is its newest snapshot (what compaction
+    # keeps), and every (operation, sequence) is there
+    last_sequence: dict[str, int] = {}
+    seen: set[tuple[str, int]] = set()
+    for _key, value, _headers in read_to_end(outbox.settings, outbox.topic):
+        operation_id, sequence = value.decode().split(":")
+        last_sequence[operation_id] = int(sequence)
+        seen.add((operation_id, int(sequence)))
+    assert last_sequence == {f"op-{o}": 2 for o in range(6)}
+    assert seen == set(expected)
+    # and B published every row once, while A stood down without publishing or marking any
+    assert published == 12
+    assert outcome == [0]
+    assert (deposed.is_active, deposed.published_total) == (False, 0)
     assert outbox.unpublished() == 0
 
 

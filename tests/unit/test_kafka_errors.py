@@ -8,6 +8,7 @@ from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.kafka.errors import (
     KafkaIngestError,
     KafkaUnavailable,
+    ProducerFenced,
     status_of,
     translate_kafka_error,
 )
@@ -62,6 +63,28 @@ def test_unmapped_retriable_error_is_unavailable_and_fatal_is_flagged() -> None:
     assert isinstance(fatal, KafkaIngestError)
     assert fatal.fatal
     assert fatal.code is StatusCode.INTERNAL
+
+
+@pytest.mark.parametrize(
+    "kafka_code",
+    [KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH],
+)
+def test_fencing_is_its_own_fatal_error_whichever_code_reports_it(kafka_code: int) -> None:
+    # librdkafka flags _FENCED as fatal when it fences a client, but not the broker codes.
+    error = translate_kafka_error(KafkaException(KafkaError(kafka_code)), context="committing")
+
+    assert isinstance(error, ProducerFenced)
+    assert error.fatal
+    assert error.code is StatusCode.FAILED_PRECONDITION
+
+
+def test_a_call_on_a_client_that_already_failed_fatally_is_fatal() -> None:
+    # What produce() raises after a fatal error: code _FATAL, not itself flagged fatal.
+    error = translate_kafka_error(KafkaException(KafkaError(KafkaError._FATAL)))
+
+    assert isinstance(error, KafkaIngestError)
+    assert error.fatal
+    assert error.code is StatusCode.INTERNAL
 
 
 @pytest.mark.parametrize(

@@ -31,14 +31,22 @@ class KafkaIngestError(GraphIngestError):
         self.fatal = fatal
         """True when the client instance is unusable and must be recreated (librdkafka fatal)."""
         self.delivered = 0
-        """Set by ``KafkaProducer.produce_batch``: how many leading messages of the batch were
-        confirmed delivered before the failure (a prefix, so marking them keeps order)."""
+        """Set by the producers when a batch fails: how many leading messages of it the broker
+        had accepted (a prefix, so acting on just them keeps order). In a transaction that was
+        then aborted they are not visible to read_committed consumers: send them again."""
 
 
 class KafkaUnavailable(KafkaIngestError, DependencyUnavailable):
     """The brokers could not be reached, or did not answer in time."""
 
     code = StatusCode.UNAVAILABLE
+
+
+class ProducerFenced(KafkaIngestError):
+    """A newer producer initialised transactions under this producer's ``transactional.id``: the
+    broker rejects this client's writes from now on, and its open transaction is aborted."""
+
+    code = StatusCode.FAILED_PRECONDITION
 
 
 class TopicMismatch(KafkaIngestError):
@@ -115,14 +123,12 @@ _PERMISSION_DENIED = _codes(
 _UNAUTHENTICATED = _codes(
     "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE", "_SSL"
 )
-_FAILED_PRECONDITION = _codes(
+_FENCED = _codes("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+_FAILED_PRECONDITION = _FENCED | _codes(
     "TOPIC_DELETION_DISABLED",
     "UNSUPPORTED_VERSION",
     "UNSUPPORTED_FOR_MESSAGE_FORMAT",
     "_UNSUPPORTED_FEATURE",
-    "PRODUCER_FENCED",
-    "_FENCED",
-    "INVALID_PRODUCER_EPOCH",
 )
 
 
@@ -141,9 +147,18 @@ def status_of(error: KafkaError) -> StatusCode:
     ):
         if code in codes:
             return status
-    if error.fatal():
+    if is_fatal(error):
         return StatusCode.INTERNAL
     return StatusCode.UNAVAILABLE if error.retriable() else StatusCode.INTERNAL
+
+
+def is_fatal(error: KafkaError) -> bool:
+    """True when the client instance that reported ``error`` can never produce again.
+
+    A client that has hit a fatal error answers every later call with ``_FATAL``, which librdkafka
+    does not flag as fatal itself; a fenced producer is finished whichever code reports it.
+    """
+    return bool(error.fatal()) or error.code() == KafkaError._FATAL or error.code() in _FENCED
 
 
 def _kafka_error_of(exc: BaseException | KafkaError) -> KafkaError | None:
@@ -160,8 +175,8 @@ def translate_kafka_error(
     """Map a confluent-kafka error (``KafkaException``, ``KafkaError``, or the ``BufferError`` /
     ``ValueError`` / ``TypeError`` that ``produce`` raises) to a :class:`KafkaIngestError`.
 
-    UNAVAILABLE errors are also :class:`~graph_ingest.errors.DependencyUnavailable`. An error that
-    already is ours is returned unchanged.
+    UNAVAILABLE errors are also :class:`~graph_ingest.errors.DependencyUnavailable`; fencing is
+    :class:`ProducerFenced`. An error that already is ours is returned unchanged.
     """
     if isinstance(exc, GraphIngestError):
         return exc
@@ -180,20 +195,26 @@ def translate_kafka_error(
 
     status = status_of(error)
     message = f"{prefix}Kafka {error.name()}: {error.str()}"
-    cls = KafkaUnavailable if status is StatusCode.UNAVAILABLE else KafkaIngestError
+    cls: type[KafkaIngestError] = KafkaIngestError
+    if error.code() in _FENCED:
+        cls = ProducerFenced
+    elif status is StatusCode.UNAVAILABLE:
+        cls = KafkaUnavailable
     return cls(
         message,
         code=status,
         kafka_code=error.code(),
         kafka_name=error.name(),
-        fatal=bool(error.fatal()),
+        fatal=is_fatal(error),
     )
 
 
 __all__ = [
     "KafkaIngestError",
     "KafkaUnavailable",
+    "ProducerFenced",
     "TopicMismatch",
+    "is_fatal",
     "status_of",
     "translate_kafka_error",
 ]

@@ -15,7 +15,12 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka.errors import KafkaIngestError, KafkaUnavailable, translate_kafka_error
+from graph_ingest.kafka.errors import (
+    KafkaIngestError,
+    KafkaUnavailable,
+    is_fatal,
+    translate_kafka_error,
+)
 from graph_ingest.settings import KafkaSettings
 
 logger = logging.getLogger(__name__)
@@ -46,7 +51,7 @@ def kafka_headers(headers: Mapping[str, str | bytes]) -> list[tuple[str, str | b
     return [(k, v if isinstance(v, bytes) else str(v).encode("utf-8")) for k, v in headers.items()]
 
 
-def _ours(exc: BaseException | KafkaError, context: str) -> KafkaIngestError:
+def as_kafka_error(exc: BaseException | KafkaError, context: str) -> KafkaIngestError:
     error = translate_kafka_error(exc, context=context)
     if isinstance(error, KafkaIngestError):
         return error
@@ -55,7 +60,7 @@ def _ours(exc: BaseException | KafkaError, context: str) -> KafkaIngestError:
     return wrapped
 
 
-class _Deliveries:
+class Deliveries:
     """Collects the delivery reports of one batch."""
 
     def __init__(self, size: int) -> None:
@@ -76,6 +81,80 @@ class _Deliveries:
     def delivered_prefix(self) -> int:
         """How many leading messages are confirmed delivered."""
         return next((i for i, ok in enumerate(self.ok) if not ok), len(self.ok))
+
+
+def new_client(settings: KafkaSettings, config: Mapping[str, Any]) -> Producer:
+    """A confluent-kafka ``Producer`` for ``config`` whose errors and log lines reach our logging."""
+
+    def on_client_error(err: KafkaError) -> None:
+        # Broker-down and similar: librdkafka keeps retrying by itself; delivery reports decide.
+        level = logging.ERROR if is_fatal(err) else logging.WARNING
+        logger.log(level, "kafka[%s] client error: %s", settings.bootstrap_servers, err)
+
+    # librdkafka's own log lines go through Python logging (served by poll/flush).
+    try:
+        return Producer({**config, "error_cb": on_client_error, "logger": _client_logger})
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise translate_kafka_error(exc, context="creating the Kafka producer") from exc
+
+
+def produce_in_order(
+    producer: Producer,
+    messages: Sequence[ProducerMessage],
+    deliveries: Deliveries,
+    deadline: float,
+) -> None:
+    """Hand every message to the client in order; while its local queue is full, serve delivery
+    reports to make room, until ``deadline``.
+
+    If the client refuses a message, what was already handed over is in flight: it is settled
+    (flushed, until the deadline) before raising, so that ``delivered`` on the error is known and
+    late reports do not leak into the next batch's accounting.
+    """
+    for index, message in enumerate(messages):
+        try:
+            _produce_one(producer, message, deliveries.callback(index), deadline)
+        except (KafkaException, BufferError, ValueError, TypeError) as exc:
+            producer.flush(max(0.0, deadline - time.monotonic()))
+            error = as_kafka_error(
+                exc, f"producing message {index + 1}/{len(messages)} to {message.topic}"
+            )
+            error.delivered = deliveries.delivered_prefix()
+            raise error from exc
+
+
+def _produce_one(
+    producer: Producer, message: ProducerMessage, on_delivery: Any, deadline: float
+) -> None:
+    while True:
+        try:
+            producer.produce(
+                message.topic,
+                value=message.value,
+                key=message.key,
+                headers=kafka_headers(message.headers),
+                on_delivery=on_delivery,
+            )
+            return
+        except BufferError:
+            if time.monotonic() >= deadline:
+                raise
+            producer.poll(_QUEUE_FULL_POLL_S)
+
+
+def delivery_failure(
+    messages: Sequence[ProducerMessage], failures: list[tuple[int, KafkaError]]
+) -> KafkaIngestError:
+    """Our error for a batch whose deliveries failed: the first failed message's, by position."""
+    failures.sort(key=lambda f: f[0])
+    index, first = failures[0]
+    error = as_kafka_error(
+        first,
+        f"{len(failures)} of {len(messages)} deliveries failed; first: message "
+        f"{index + 1} to {messages[index].topic}",
+    )
+    error.fatal = error.fatal or any(is_fatal(f) for _, f in failures)
+    return error
 
 
 class KafkaProducer:
@@ -102,14 +181,8 @@ class KafkaProducer:
         return self._producer is not None
 
     def start(self) -> None:
-        if self._producer is not None:
-            return
-        # librdkafka's own log lines go through Python logging (served by poll/flush).
-        config = {**self.config, "error_cb": self._on_client_error, "logger": _client_logger}
-        try:
-            self._producer = Producer(config)
-        except (KafkaException, ValueError, TypeError) as exc:
-            raise translate_kafka_error(exc, context="creating the Kafka producer") from exc
+        if self._producer is None:
+            self._producer = new_client(self._settings, self.config)
 
     def __enter__(self) -> KafkaProducer:
         self.start()
@@ -117,11 +190,6 @@ class KafkaProducer:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
-
-    def _on_client_error(self, err: KafkaError) -> None:
-        # Broker-down and similar: librdkafka keeps retrying by itself; delivery reports decide.
-        level = logging.ERROR if err.fatal() else logging.WARNING
-        logger.log(level, "kafka[%s] client error: %s", self._settings.bootstrap_servers, err)
 
     def _require(self) -> Producer:
         if self._producer is None:
@@ -147,23 +215,11 @@ class KafkaProducer:
         deadline = time.monotonic() + timeout
         self._drain_leftovers(producer, deadline)
 
-        deliveries = _Deliveries(len(messages))
-        for index, message in enumerate(messages):
-            try:
-                self._produce_one(producer, message, deliveries.callback(index), deadline)
-            except (KafkaException, BufferError, ValueError, TypeError) as exc:
-                # What was already handed to librdkafka is in flight: settle it before raising,
-                # so its reports do not leak into the next batch's accounting.
-                producer.flush(max(0.0, deadline - time.monotonic()))
-                error = _ours(
-                    exc, f"producing message {index + 1}/{len(messages)} to {message.topic}"
-                )
-                error.delivered = deliveries.delivered_prefix()
-                raise error from exc
-
+        deliveries = Deliveries(len(messages))
+        produce_in_order(producer, messages, deliveries, deadline)
         remaining = producer.flush(max(0.0, deadline - time.monotonic()))
         if deliveries.failures:
-            error = self._delivery_failure(messages, deliveries.failures)
+            error = delivery_failure(messages, deliveries.failures)
             error.delivered = deliveries.delivered_prefix()
             if error.fatal:
                 self._replace_client()
@@ -177,25 +233,6 @@ class KafkaProducer:
             error.delivered = deliveries.delivered_prefix()
             raise error
 
-    def _produce_one(
-        self, producer: Producer, message: ProducerMessage, on_delivery: Any, deadline: float
-    ) -> None:
-        while True:
-            try:
-                producer.produce(
-                    message.topic,
-                    value=message.value,
-                    key=message.key,
-                    headers=kafka_headers(message.headers),
-                    on_delivery=on_delivery,
-                )
-                return
-            except BufferError:
-                # Local queue full: serve delivery reports to make room, until the deadline.
-                if time.monotonic() >= deadline:
-                    raise
-                producer.poll(_QUEUE_FULL_POLL_S)
-
     def _drain_leftovers(self, producer: Producer, deadline: float) -> None:
         """Messages of an earlier failed batch may still be queued: settle them first so that
         an outage does not pile up copies of the same rows in the local queue."""
@@ -207,19 +244,6 @@ class KafkaProducer:
                 f"{left} messages of an earlier batch are still queued for "
                 f"{self._settings.bootstrap_servers}; not producing more"
             )
-
-    def _delivery_failure(
-        self, messages: Sequence[ProducerMessage], failures: list[tuple[int, KafkaError]]
-    ) -> KafkaIngestError:
-        failures.sort(key=lambda f: f[0])
-        index, first = failures[0]
-        error = _ours(
-            first,
-            f"{len(failures)} of {len(messages)} deliveries failed; first: message "
-            f"{index + 1} to {messages[index].topic}",
-        )
-        error.fatal = error.fatal or any(f.fatal() for _, f in failures)
-        return error
 
     def _replace_client(self) -> None:
         """After a fatal error (e.g. the idempotent producer lost its sequence state) the client
@@ -248,4 +272,14 @@ class KafkaProducer:
             )
 
 
-__all__ = ["DEFAULT_FLUSH_TIMEOUT_S", "KafkaProducer", "ProducerMessage", "kafka_headers"]
+__all__ = [
+    "DEFAULT_FLUSH_TIMEOUT_S",
+    "Deliveries",
+    "KafkaProducer",
+    "ProducerMessage",
+    "as_kafka_error",
+    "delivery_failure",
+    "kafka_headers",
+    "new_client",
+    "produce_in_order",
+]

@@ -4,13 +4,23 @@ Algorithm (at-least-once, never skips, never reorders within a key):
 
 1. One active relay per schema: a session-level ``pg_try_advisory_lock`` held on the relay's own
    connection. Another relay stands by and takes over when that connection ends.
-2. Read the oldest unpublished rows (``ORDER BY id LIMIT batch_size``) and produce them in that
-   order; the idempotent producer keeps order within a partition, and key = ``message_key`` puts
-   every event of an operation on one partition.
-3. Flush and require every delivery to succeed, *then* set ``published_at`` for exactly those ids.
-   A crash between 2 and 3 publishes the rows again; consumers de-duplicate by the per-operation
+2. On taking the lock, a relay creates a fresh *transactional* producer (``transactional.id`` =
+   ``relay.transactional_id(schema)``, the same for every relay of the schema) and initialises
+   transactions with it. That fences the producer of the previous holder: a relay whose PostgreSQL
+   session died mid-batch does not know it has lost the lock, and its deliveries may still be in
+   flight. Unfenced, they could land after its successor's newer snapshots of the same operations
+   on the compacted operations topic (key = operation_id), and compaction would keep the older
+   one. Fenced, its open transaction is aborted and its later writes are rejected, so
+   ``read_committed`` consumers see all it committed before anything its successor writes.
+3. Read the oldest unpublished rows (``ORDER BY id LIMIT batch_size``) and produce them in that
+   order in one Kafka transaction; key = ``message_key`` puts every event of an operation on one
+   partition, where order is kept.
+4. Only once the transaction is committed, set ``published_at`` for exactly those ids. A crash
+   between 3 and 4 publishes the rows again; consumers de-duplicate by the per-operation
    ``sequence`` (header and event). A row whose delivery failed is never marked, so the next round
-   starts from it again (when a batch fails, only its leading rows that Kafka confirmed are marked).
+   starts from it again. A failed transaction is aborted whole; when one row fails for good, the
+   rows before it are published in a transaction of their own, so that only the rows after it
+   wait. A relay that finds itself fenced releases the lock and stands by.
 """
 
 from __future__ import annotations
@@ -26,8 +36,8 @@ import psycopg
 from psycopg import sql
 
 from graph_ingest.errors import GraphIngestError
-from graph_ingest.kafka.errors import KafkaIngestError
-from graph_ingest.kafka.producer import KafkaProducer
+from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
+from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.resilience.backoff import backoff_delay
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import OutboxMessage
@@ -86,9 +96,10 @@ class OutboxRelay:
         self._idle_s = settings.relay.idle_poll_interval_s
         self._backoff = (settings.relay.retry_initial_backoff_s, settings.relay.retry_max_backoff_s)
         self._standby_poll_s = settings.relay.standby_poll_s
-        self._producer = KafkaProducer(
+        self._producer = TransactionalProducer(
             settings.kafka,
-            flush_timeout_s=settings.relay.flush_timeout_s,
+            settings.relay.transactional_id(self._schema),
+            timeout_s=settings.relay.flush_timeout_s,
             **dict(producer_overrides or {}),
         )
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
@@ -101,12 +112,12 @@ class OutboxRelay:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Create the Kafka producer and connect to PostgreSQL (the lock is taken on first use)."""
-        self._producer.start()
+        """Connect to PostgreSQL. The lock is taken on first use, and the Kafka producer created
+        then: creating it fences the active relay's producer, which a standby must not do."""
         self._connection()
 
     def close(self) -> None:
-        """Flush the producer and close the connection (which releases the relay lock)."""
+        """Drop the producer and close the connection (which releases the relay lock)."""
         self._producer.close()
         self._disconnect()
 
@@ -166,23 +177,34 @@ class OutboxRelay:
     def run_once(self) -> int:
         """Publish up to ``relay.batch_size`` of the oldest unpublished rows; return how many.
 
-        Returns 0 when there is nothing to publish or another relay holds the lock. Raises (our
-        errors) when PostgreSQL or Kafka fails; then no row of the batch has been marked.
+        Returns 0 when there is nothing to publish or another relay holds the lock, or has just
+        fenced this one. Raises (our errors) when PostgreSQL or Kafka fails; then no row of the
+        batch has been marked (unless a row failed for good: see the module docstring).
         """
-        self._producer.start()  # idempotent: run_once works without an explicit start()
         if not self._acquire_lock():
             return 0
-        started = time.monotonic()
         rows = self._fetch()
         if not rows:
             return 0
         ids = [row[0] for row in rows]
         messages = [outbox_message(*row[1:]) for row in rows]
         try:
-            self._producer.produce_batch(messages)
+            self._publish(ids, messages)
+        except ProducerFenced as exc:
+            self._stand_down(ids, exc)
+            return 0
         except KafkaIngestError as exc:
-            self._mark_confirmed_prefix(ids[: exc.delivered])
+            if exc.fatal:
+                self._disconnect()  # a fresh producer comes with the lock, when taken again
+            elif exc.delivered and not exc.code.is_transient:
+                self._publish_rows_before_failure(ids[: exc.delivered], messages[: exc.delivered])
             raise
+        return len(ids)
+
+    def _publish(self, ids: list[int], messages: list[OutboxMessage]) -> None:
+        """Publish the rows in one Kafka transaction, then mark them published."""
+        started = time.monotonic()
+        self._producer.produce_transaction(messages)
         marked = self._mark(ids)
         if marked != len(ids):
             logger.warning(
@@ -202,25 +224,45 @@ class OutboxRelay:
             len(ids),
             (time.monotonic() - started) * 1000,
         )
-        return len(ids)
 
-    def _mark_confirmed_prefix(self, ids: list[int]) -> None:
-        """After a failed batch, mark the leading rows Kafka confirmed, so that a row that cannot
-        be published does not make the rows before it go out again on every retry."""
-        if not ids:
-            return
+    def _publish_rows_before_failure(self, ids: list[int], messages: list[OutboxMessage]) -> None:
+        """A row failed for good and took its batch's transaction down with it, so the rows
+        before it were aborted too, although the broker had accepted them. Publish those in a
+        transaction of their own, so that the failing row holds back only the rows after it and
+        the rows before it go out once, not again on every retry."""
         try:
-            self._mark(ids)
+            self._publish(ids, messages)
         except GraphIngestError as exc:
-            logger.warning("outbox[%s] could not mark delivered rows: %s", self._schema, exc)
+            if isinstance(exc, KafkaIngestError) and exc.fatal:
+                self._disconnect()
+            logger.warning(
+                "outbox[%s] rows %d..%d before the failing row not published: %s",
+                self._schema,
+                ids[0],
+                ids[-1],
+                exc,
+            )
             return
-        self.published_total += len(ids)
         logger.info(
-            "outbox[%s] rows %d..%d published before the batch failed",
+            "outbox[%s] rows %d..%d published before the row that failed",
             self._schema,
             ids[0],
             ids[-1],
         )
+
+    def _stand_down(self, ids: list[int], exc: ProducerFenced) -> None:
+        """Another relay has taken the lock (this one's PostgreSQL session must have ended) and
+        fenced this relay's producer: leave the rows to it and stand by."""
+        logger.warning(
+            "outbox[%s] fenced as %s by a newer relay: rows %d..%d not published by this one "
+            "(%s); releasing the lock and standing by",
+            self._schema,
+            self._producer.transactional_id,
+            ids[0],
+            ids[-1],
+            exc,
+        )
+        self._disconnect()
 
     def backlog(self) -> int:
         """Number of unpublished outbox rows (works before :meth:`start`, with its own connection)."""
@@ -274,23 +316,30 @@ class OutboxRelay:
         row = self._execute(
             sql.SQL("SELECT pg_try_advisory_lock(%s)"), (self._lock_key,)
         ).fetchone()
-        self._holds_lock = bool(row and row[0])
-        if self._holds_lock:
-            logger.info(
-                "outbox[%s] relay lock %d acquired: this relay is active",
-                self._schema,
-                self._lock_key,
-            )
-            self._standby_logged = False
-        elif not self._standby_logged:
-            logger.info(
-                "outbox[%s] another relay holds lock %d: standing by (polling every %.1fs)",
-                self._schema,
-                self._lock_key,
-                self._standby_poll_s,
-            )
-            self._standby_logged = True
-        return self._holds_lock
+        if not (row and row[0]):
+            if not self._standby_logged:
+                logger.info(
+                    "outbox[%s] another relay holds lock %d: standing by (polling every %.1fs)",
+                    self._schema,
+                    self._lock_key,
+                    self._standby_poll_s,
+                )
+                self._standby_logged = True
+            return False
+        try:
+            self._producer.take_over()
+        except GraphIngestError:
+            self._disconnect()  # holding the lock without a producer would stall every relay
+            raise
+        self._holds_lock = True
+        self._standby_logged = False
+        logger.info(
+            "outbox[%s] relay lock %d acquired: this relay is active, publishing as %s",
+            self._schema,
+            self._lock_key,
+            self._producer.transactional_id,
+        )
+        return True
 
     def _fetch(self) -> list[tuple[Any, ...]]:
         query = sql.SQL(

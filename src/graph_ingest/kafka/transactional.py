@@ -1,0 +1,162 @@
+"""A transactional producer: each batch is one Kafka transaction under a stable transactional.id.
+
+Who may write under a transactional.id is decided outside Kafka (the outbox relay: whoever holds
+the schema's advisory lock). That holder calls :meth:`TransactionalProducer.take_over`, which
+creates a fresh client and calls ``init_transactions``: the broker aborts any transaction still
+open under that id and fences every older client using it. A fenced client's later writes and
+commits are rejected, and what it wrote in its open transaction stays invisible to
+``read_committed`` consumers, so everything an earlier holder committed comes before anything
+the new holder writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.kafka.errors import KafkaIngestError
+from graph_ingest.kafka.producer import (
+    Deliveries,
+    ProducerMessage,
+    as_kafka_error,
+    delivery_failure,
+    new_client,
+    produce_in_order,
+)
+from graph_ingest.settings import KafkaSettings
+
+logger = logging.getLogger(__name__)
+
+
+class TransactionalProducer:
+    """Owns one transactional confluent-kafka ``Producer``, created by :meth:`take_over` only."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        transactional_id: str,
+        *,
+        timeout_s: float,
+        **overrides: Any,
+    ) -> None:
+        self._settings = settings
+        self._transactional_id = transactional_id
+        self._timeout_s = timeout_s
+        self._overrides = overrides
+        self._client: Producer | None = None
+
+    @property
+    def transactional_id(self) -> str:
+        return self._transactional_id
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self._settings.producer_config(
+            **{"transactional.id": self._transactional_id, **self._overrides}
+        )
+
+    @property
+    def ready(self) -> bool:
+        """True between a successful :meth:`take_over` and a fatal error or :meth:`close`."""
+        return self._client is not None
+
+    def take_over(self) -> None:
+        """Replace the client with a fresh one and initialise transactions with it, fencing every
+        older client under this transactional.id (this object's earlier one included).
+
+        A client can initialise transactions once only, and initialising is what fences, so
+        every take-over needs a new client. Call it only while entitled to write under this id.
+        """
+        self.close()
+        client = new_client(self._settings, self.config)
+        try:
+            client.init_transactions(self._timeout_s)
+        except KafkaException as exc:
+            raise as_kafka_error(
+                exc, f"initialising transactions as {self._transactional_id}"
+            ) from exc
+        self._client = client
+
+    def produce_transaction(self, messages: Sequence[ProducerMessage]) -> None:
+        """Produce every message in order in one transaction and commit it; return only once it
+        is committed.
+
+        On failure the transaction is aborted and the :class:`KafkaIngestError` raised says in
+        ``delivered`` how many leading messages the broker had accepted (aborted with the rest).
+        When it is ``fatal`` (fenced, say) the client is gone and :meth:`take_over` must run
+        again before the next transaction.
+        """
+        if not messages:
+            return
+        client = self._require()
+        deadline = time.monotonic() + self._timeout_s
+        deliveries = Deliveries(len(messages))
+        try:
+            client.begin_transaction()
+            produce_in_order(client, messages, deliveries, deadline)
+            # Flushes first: every delivery report of the batch is served before it returns.
+            client.commit_transaction(max(0.0, deadline - time.monotonic()))
+        except (KafkaException, KafkaIngestError) as exc:
+            raise self._abort(client, messages, deliveries, exc) from exc
+
+    def _abort(
+        self,
+        client: Producer,
+        messages: Sequence[ProducerMessage],
+        deliveries: Deliveries,
+        exc: KafkaException | KafkaIngestError,
+    ) -> KafkaIngestError:
+        """End a failed transaction: abort it, or drop the client when it cannot be aborted.
+        Returns the error to raise, the most telling one: a fatal API error says why the client
+        is gone; otherwise the first failed delivery says which message failed and why."""
+        error = as_kafka_error(exc, f"transaction of {len(messages)} messages")
+        if deliveries.failures and not error.fatal:
+            error = delivery_failure(messages, deliveries.failures)
+        if not error.fatal:
+            try:
+                client.abort_transaction(self._timeout_s)
+            except KafkaException as abort_exc:
+                # E.g. a commit that timed out is still in progress: the transaction's outcome
+                # is unknown, and only a new client (whose init settles it) can go on.
+                logger.warning(
+                    "kafka[%s] %s: could not abort the transaction (%s); dropping the client",
+                    self._settings.bootstrap_servers,
+                    self._transactional_id,
+                    as_kafka_error(abort_exc, "aborting"),
+                )
+                error.fatal = True
+        error.delivered = deliveries.delivered_prefix()
+        if error.fatal:
+            self._drop_client()
+        return error
+
+    def _drop_client(self) -> None:
+        """Discard an unusable client and what it still holds, so that none of it goes out
+        later. Not ``close()``: that would try to abort the transaction, which such a client
+        cannot do; releasing the last reference destroys it."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.purge(in_queue=True, in_flight=True)
+
+    def _require(self) -> Producer:
+        if self._client is None:
+            raise KafkaIngestError(
+                f"transactional producer {self._transactional_id} used before take_over()",
+                code=StatusCode.FAILED_PRECONDITION,
+            )
+        return self._client
+
+    def close(self) -> None:
+        """Drop the client. Between transactions it holds nothing: each one ended in a commit or
+        an abort."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+__all__ = ["TransactionalProducer"]
