@@ -41,7 +41,7 @@ class CountingWriter(Neo4jGraphWriter):
         self.mutations_written += len(batch)
 
 
-def isolated_settings(base: Settings, **applier: Any) -> Settings:
+def isolated_settings(base: Settings, *, plan_partitions: int = 3, **applier: Any) -> Settings:
     tag = uuid.uuid4().hex[:10]
     return base.model_copy(
         update={
@@ -49,7 +49,7 @@ def isolated_settings(base: Settings, **applier: Any) -> Settings:
                 update={
                     "plans": f"t.{tag}.plans",
                     "operations": f"t.{tag}.operations",
-                    "plan_partitions": 3,
+                    "plan_partitions": plan_partitions,
                     "operation_partitions": 3,
                 }
             ),
