@@ -154,6 +154,14 @@ def test_against_a_deferred_plan_every_overlap_defers_unless_the_two_commute() -
     ]:
         pending = [changing(1, upserts("a")), changing(2, held_back, size=100), changing(3, later)]
         assert select(*pending, max_bytes=50) == ([1, 3], [2]), (held_back, later)
+    # deferred upserts that set v to 1 and 2: a later v agrees with one of them at most
+    pending = [
+        changing(1, upserts("a")),
+        changing(2, upserts("x", v=1), size=100),
+        changing(3, upserts("x", v=2), size=100),
+        changing(4, upserts("x", v=1)),
+    ]
+    assert select(*pending, max_bytes=50) == ([1], [2, 3, 4])
 
 
 def test_in_a_batch_a_delete_conflicts_with_any_touch_in_either_order() -> None:

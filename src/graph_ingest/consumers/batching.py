@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TypeVar
 
 from graph_ingest.consumers.messages import PlanMessage
@@ -34,6 +35,16 @@ NodeRef = tuple[str, str]  # (graph, node id); graph = database/base label
 EdgeRef = tuple[str, str, str, str, int]  # (graph, src, type, dst, rank)
 Properties = Mapping[str, PropertyValue]
 Element = TypeVar("Element", NodeRef, EdgeRef)
+
+
+class _Disputed(Enum):
+    """Deferred upserts of one element set a property to different values: any later value of
+    it conflicts with one of them."""
+
+    VALUE = "disputed"
+
+
+DeferredValues = dict[str, PropertyValue | _Disputed]  # per property, what deferred upserts set
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +128,10 @@ class _Deferred:
     touched_nodes: set[NodeRef] = field(default_factory=set)
     deleted_nodes: set[NodeRef] = field(default_factory=set)
     named_nodes: set[NodeRef] = field(default_factory=set)
-    node_upserts: dict[NodeRef, list[Properties]] = field(default_factory=dict)
+    node_upserts: dict[NodeRef, DeferredValues] = field(default_factory=dict)
     edges: set[EdgeRef] = field(default_factory=set)
     deleted_edges: set[EdgeRef] = field(default_factory=set)
-    edge_upserts: dict[EdgeRef, list[Properties]] = field(default_factory=dict)
+    edge_upserts: dict[EdgeRef, DeferredValues] = field(default_factory=dict)
 
     def holds_back(self, plan: _Footprint) -> bool:
         return (
@@ -141,29 +152,35 @@ class _Deferred:
         self.touched_nodes |= plan.touched_nodes
         self.deleted_nodes |= plan.deleted_nodes
         self.named_nodes |= plan.named_nodes
-        for node, properties in plan.node_upserts.items():
-            self.node_upserts.setdefault(node, []).append(properties)
+        _record(self.node_upserts, plan.node_upserts)
         self.edges |= plan.edges
         self.deleted_edges |= plan.deleted_edges
-        for edge, properties in plan.edge_upserts.items():
-            self.edge_upserts.setdefault(edge, []).append(properties)
+        _record(self.edge_upserts, plan.edge_upserts)
+
+
+def _record(deferred: dict[Element, DeferredValues], upserts: Mapping[Element, Properties]) -> None:
+    for element, properties in upserts.items():
+        values = deferred.setdefault(element, {})
+        for name, value in properties.items():
+            agreed = name not in values or _same_value(values[name], value)
+            values[name] = value if agreed else _Disputed.VALUE
 
 
 def _disagree(
-    deferred: Mapping[Element, list[Properties]], later: Mapping[Element, Properties]
+    deferred: Mapping[Element, DeferredValues], later: Mapping[Element, Properties]
 ) -> bool:
     """Whether a later upsert sets a property of an element to another value than a deferred
     upsert of it does (then their order decides the value, and the later one must run later)."""
     return any(
-        not _same_value(earlier[name], value)
-        for element in deferred.keys() & later.keys()
-        for earlier in deferred[element]
-        for name, value in later[element].items()
-        if name in earlier
+        not _same_value(values[name], value)
+        for element, properties in later.items()
+        if (values := deferred.get(element)) is not None
+        for name, value in properties.items()
+        if name in values
     )
 
 
-def _same_value(a: PropertyValue, b: PropertyValue) -> bool:
+def _same_value(a: PropertyValue | _Disputed, b: PropertyValue | _Disputed) -> bool:
     # Not plain ==: Python has 1 == 1.0 == True, which Neo4j stores as three different values.
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(map(_same_value, a, b))
