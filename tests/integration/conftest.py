@@ -32,3 +32,9 @@ def pipeline_factory(stack_settings: Settings) -> Iterator[PipelineFactory]:
 def pipeline(pipeline_factory: PipelineFactory) -> Pipeline:
     """Topics, schema, consumer group and graph label of this test alone; workers not started."""
     return pipeline_factory()
+
+
+@pytest.fixture
+def one_partition_pipeline(pipeline_factory: PipelineFactory) -> Pipeline:
+    """``pipeline`` with one plans partition: plans of any documents arrive in publish order."""
+    return pipeline_factory(plan_partitions=1)

@@ -42,7 +42,9 @@ class CountingWriter(Neo4jGraphWriter):
         self.mutations_written += len(batch)
 
 
-def isolated_settings(base: Settings, *, schema_prefix: str = "t_", **applier: Any) -> Settings:
+def isolated_settings(
+    base: Settings, *, schema_prefix: str = "t_", plan_partitions: int = 3, **applier: Any
+) -> Settings:
     tag = uuid.uuid4().hex[:10]
     return base.model_copy(
         update={
@@ -50,7 +52,7 @@ def isolated_settings(base: Settings, *, schema_prefix: str = "t_", **applier: A
                 update={
                     "plans": f"t.{tag}.plans",
                     "operations": f"t.{tag}.operations",
-                    "plan_partitions": 3,
+                    "plan_partitions": plan_partitions,
                     "operation_partitions": 3,
                 }
             ),

@@ -3,7 +3,7 @@
 import pytest
 
 from graph_ingest.demo.samples import Entity, Relation, sample_plan
-from graph_ingest.domain.mutation import EdgeUpsert
+from graph_ingest.domain.mutation import EdgeUpsert, Mutation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
@@ -18,6 +18,7 @@ BOB = Entity("Person", "Bob")
 ACME = Entity("Company", "Acme")
 GLOBEX = Entity("Company", "Globex")
 BERLIN = Entity("City", "Berlin")
+CAROL = Entity("Person", "Carol")
 
 
 def doc_v1(p: Pipeline, document_id: str = "doc-1") -> IngestionPlan:
@@ -40,6 +41,13 @@ def doc_v2(p: Pipeline, previous: DocumentState) -> IngestionPlan:
         [Relation(ALICE, "WORKS_AT", GLOBEX), Relation(GLOBEX, "LOCATED_IN", BERLIN)],
         previous=previous,
         graph=p.graph,
+    )
+
+
+def with_mutation(plan: IngestionPlan, mutation: Mutation) -> IngestionPlan:
+    """The plan, frozen again with another mutation (and so another fingerprint)."""
+    return IngestionPlan.freeze(
+        **{**plan.model_dump(exclude={"fingerprint", "mutation"}), "mutation": mutation}
     )
 
 
@@ -110,18 +118,16 @@ def test_same_operation_id_with_another_plan_is_rejected(pipeline: Pipeline) -> 
     pipeline.publish(plan)
     pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
     # When a different plan reuses the operation id
-    impostor = IngestionPlan.freeze(
-        **{
-            **plan.model_dump(exclude={"fingerprint", "mutation"}),
-            "mutation": plan.mutation.model_copy(
-                update={
-                    "edge_upserts": (
-                        *plan.mutation.edge_upserts,
-                        EdgeUpsert(src=ALICE.node_id("it"), type="KNOWS", dst=ALICE.node_id("it")),
-                    )
-                }
-            ),
-        }
+    impostor = with_mutation(
+        plan,
+        plan.mutation.model_copy(
+            update={
+                "edge_upserts": (
+                    *plan.mutation.edge_upserts,
+                    EdgeUpsert(src=ALICE.node_id("it"), type="KNOWS", dst=ALICE.node_id("it")),
+                )
+            }
+        ),
     )
     assert impostor.operation_id == plan.operation_id
     assert impostor.fingerprint != plan.fingerprint
@@ -252,17 +258,15 @@ def test_a_plan_that_cannot_apply_is_isolated_and_the_rest_of_the_batch_goes_on(
         [],
         graph=pipeline.graph,
     )
-    broken = IngestionPlan.freeze(
-        **{
-            **broken.model_dump(exclude={"fingerprint", "mutation"}),
-            "mutation": broken.mutation.model_copy(
-                update={
-                    "edge_upserts": (
-                        EdgeUpsert(src=BOB.node_id("it"), type="KNOWS", dst="it:person:ghost"),
-                    )
-                }
-            ),
-        }
+    broken = with_mutation(
+        broken,
+        broken.mutation.model_copy(
+            update={
+                "edge_upserts": (
+                    EdgeUpsert(src=BOB.node_id("it"), type="KNOWS", dst="it:person:ghost"),
+                )
+            }
+        ),
     )
     # Given all of them published before the applier starts, so they share a batch
     pipeline.publish(*good[:2], broken, *good[2:])
@@ -275,3 +279,113 @@ def test_a_plan_that_cannot_apply_is_isolated_and_the_rest_of_the_batch_goes_on(
     assert "ghost" in failed.last_error.message
     assert BOB.node_id("it") not in pipeline.graph_elements()[0]
     assert pipeline.store.get_document_state("it", "doc-broken") is None
+
+
+# -- a plan's outcome does not depend on its batch neighbours (issue 9, item 11) -------------
+
+
+def bob_knows_carol(p: Pipeline) -> IngestionPlan:
+    """Bob -[KNOWS]-> Carol, upserting Bob only: Carol must already exist."""
+    plan = sample_plan(
+        "it",
+        "doc-bob",
+        "Bob knows Carol.",
+        [BOB, CAROL],
+        [Relation(BOB, "KNOWS", CAROL)],
+        graph=p.graph,
+    )
+    mutation = plan.mutation
+    bob_only = tuple(n for n in mutation.node_upserts if n.node_id == BOB.node_id("it"))
+    return with_mutation(plan, mutation.model_copy(update={"node_upserts": bob_only}))
+
+
+def carol(p: Pipeline) -> IngestionPlan:
+    return sample_plan("it", "doc-carol", "Carol.", [CAROL], [], graph=p.graph)
+
+
+def test_an_edge_to_a_node_only_a_later_plan_creates_fails_as_it_does_alone(
+    one_partition_pipeline: Pipeline,
+) -> None:
+    pipeline = one_partition_pipeline
+    edge_first, node_after = bob_knows_carol(pipeline), carol(pipeline)
+    # Given the edge's plan and, right behind it, the plan that creates its endpoint, in one poll
+    pipeline.publish(edge_first, node_after)
+    pipeline.start_applier()
+    # Then Carol's plan completes, in a batch after the edge's, which failed for want of Carol,
+    # as it would alone
+    pipeline.wait_stage(node_after.operation_id, Stage.COMPLETED)
+    failed = pipeline.store.get_operation(edge_first.operation_id)
+    assert failed is not None
+    assert failed.stage is Stage.FAILED
+    assert failed.last_error is not None
+    assert failed.last_error.code == "FAILED_PRECONDITION"
+    assert "does not exist" in failed.last_error.message
+    assert CAROL.node_id("it") in failed.last_error.message
+    assert pipeline.graph_elements() == ({CAROL.node_id("it")}, set())
+
+
+def test_an_edge_to_a_node_an_earlier_plan_creates_succeeds_in_one_batch(
+    one_partition_pipeline: Pipeline,
+) -> None:
+    pipeline = one_partition_pipeline
+    node_first, edge_after = carol(pipeline), bob_knows_carol(pipeline)
+    pipeline.publish(node_first, edge_after)
+    pipeline.start_applier()
+    pipeline.wait_stage(node_first.operation_id, Stage.COMPLETED)
+    pipeline.wait_stage(edge_after.operation_id, Stage.COMPLETED)
+    assert pipeline.graph_elements() == planned_elements(node_first, edge_after)
+
+
+def linked_pair(p: Pipeline) -> IngestionPlan:
+    """Bob -[KNOWS]-> Carol, both upserted."""
+    return sample_plan(
+        "it",
+        "doc-pair",
+        "Bob knows Carol.",
+        [BOB, CAROL],
+        [Relation(BOB, "KNOWS", CAROL)],
+        graph=p.graph,
+    )
+
+
+def plan_of(p: Pipeline, document_id: str, mutation: Mutation) -> IngestionPlan:
+    return with_mutation(sample_plan("it", document_id, "-", [], [], graph=p.graph), mutation)
+
+
+def test_a_node_delete_that_a_later_edge_delete_would_allow_fails_as_it_does_alone(
+    one_partition_pipeline: Pipeline,
+) -> None:
+    pipeline = one_partition_pipeline
+    pair = linked_pair(pipeline)
+    knows = pair.mutation.edge_upserts[0].key
+    delete_carol = plan_of(pipeline, "doc-delete", Mutation(node_deletes=(CAROL.node_id("it"),)))
+    unlink = plan_of(pipeline, "doc-unlink", Mutation(edge_deletes=(knows,)))
+    # Given the pair, then a plain delete of Carol (still linked), then the delete of the link,
+    # published together: the two deletes wait behind the pair, then share a poll
+    pipeline.publish(pair, delete_carol, unlink)
+    pipeline.start_applier()
+    # Then the link's delete completes, in a batch after Carol's delete, which failed as it would
+    # alone
+    pipeline.wait_stage(unlink.operation_id, Stage.COMPLETED)
+    failed = pipeline.store.get_operation(delete_carol.operation_id)
+    assert failed is not None
+    assert failed.stage is Stage.FAILED
+    assert failed.last_error is not None
+    assert failed.last_error.code == "FAILED_PRECONDITION"
+    assert "still have relationships" in failed.last_error.message
+    assert pipeline.graph_elements() == ({BOB.node_id("it"), CAROL.node_id("it")}, set())
+
+
+def test_a_node_delete_after_the_delete_of_its_last_edge_succeeds(
+    one_partition_pipeline: Pipeline,
+) -> None:
+    pipeline = one_partition_pipeline
+    pair = linked_pair(pipeline)
+    knows = pair.mutation.edge_upserts[0].key
+    unlink = plan_of(pipeline, "doc-unlink", Mutation(edge_deletes=(knows,)))
+    delete_carol = plan_of(pipeline, "doc-delete", Mutation(node_deletes=(CAROL.node_id("it"),)))
+    pipeline.publish(pair, unlink, delete_carol)
+    pipeline.start_applier()
+    pipeline.wait_stage(unlink.operation_id, Stage.COMPLETED)
+    pipeline.wait_stage(delete_carol.operation_id, Stage.COMPLETED)
+    assert pipeline.graph_elements() == ({BOB.node_id("it")}, set())

@@ -372,6 +372,76 @@ def test_node_delete_without_detach_succeeds_once_its_edges_go_in_the_same_batch
     assert writer.count_elements(options) == (1, 0)
 
 
+def without_base_label(snapshot: Snapshot, options: GraphOptions) -> Snapshot:
+    """The snapshot with the test's base label left out, to compare two label spaces."""
+    nodes, edges = snapshot
+    return (
+        {
+            node_id: ([label for label in labels if label != options.node_label], props)
+            for node_id, (labels, props) in nodes.items()
+        },
+        edges,
+    )
+
+
+def test_a_batch_leaves_the_graph_that_its_plans_leave_applied_one_by_one(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    # Given plans that upsert the same node and edge with other labels and properties (issue 10:
+    # the {Person, Employee} group, first seen for M, ran first, so A's older title won)
+    plans = [
+        Mutation(node_upserts=(node("m", "Person", "Employee"),)),
+        Mutation(
+            node_upserts=(node("n", "Person", title="old", x=1), node("o")),
+            edge_upserts=(edge("n", "KNOWS", "m", since=1, w=1),),
+        ),
+        Mutation(
+            node_upserts=(node("n", "Person", "Employee", title="new", x=None),),
+            edge_upserts=(edge("n", "KNOWS", "m", since=2, w=None), edge("o", "KNOWS", "n")),
+        ),
+        Mutation(node_upserts=(node("n", "Manager", y=3),)),
+    ]
+    batched, one_by_one = label_space.options(), label_space.options()
+
+    # When one label space gets them as one batch, the other one plan at a time
+    writer.apply([(batched, mutation) for mutation in plans])
+    for mutation in plans:
+        writer.apply([(one_by_one, mutation)])
+
+    # Then both hold the same graph, in which the later plan won
+    nodes, edges = without_base_label(label_space.snapshot(batched), batched)
+    assert (nodes, edges) == without_base_label(label_space.snapshot(one_by_one), one_by_one)
+    assert nodes["n"] == (
+        ["Employee", "Manager", "Person"],
+        {"node_id": "n", "title": "new", "y": 3},
+    )
+    assert edges[("n", "KNOWS", "m", 0)] == {"rank": 0, "since": 2}
+
+
+def test_a_node_delete_sees_the_detach_deletes_of_earlier_plans_and_not_of_later_ones(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    # Given m-[R]->n, and w, x alone
+    options = label_space.options()
+    setup = Mutation(
+        node_upserts=(node("w"), node("m"), node("n")), edge_upserts=(edge("m", "R", "n"),)
+    )
+    writer.apply([(options, setup)])
+    delete_w = Mutation(node_deletes=("w",))
+    detach_m = Mutation(node_deletes=("m",), detach_deleted_nodes=True)
+    delete_n = Mutation(node_deletes=("n",))
+
+    # When n's delete arrives before m's detach delete, it fails, as it does alone
+    with pytest.raises(GraphPreconditionFailed, match="still have relationships"):
+        writer.apply([(options, delete_n), (options, detach_m)])
+    assert writer.count_elements(options) == (3, 1)
+
+    # When it arrives after, it succeeds, as it does one plan at a time, even behind another
+    # plan's non-detaching delete (which once put both plain deletes in one statement, first)
+    writer.apply([(options, delete_w), (options, detach_m), (options, delete_n)])
+    assert writer.count_elements(options) == (0, 0)
+
+
 def test_a_value_neo4j_cannot_store_is_an_invalid_argument(
     writer: Neo4jGraphWriter, label_space: LabelSpace
 ) -> None:

@@ -208,18 +208,83 @@ def test_rows_per_statement_must_be_positive() -> None:
         build_statements([], rows_per_statement=0)
 
 
-def test_repeated_identity_keeps_batch_order_so_the_later_plan_wins() -> None:
-    earlier = Mutation(node_upserts=(node("z"), node("a", v=1)))
-    later = Mutation(node_upserts=(node("a", v=2),))
+def node_rows(statements: list[Statement]) -> dict[str, tuple[str, dict[str, object]]]:
+    """Node id -> (query, properties) over every node upsert statement."""
+    return {
+        row["id"]: (s.query, row["props"])
+        for s in statements
+        if s.kind is StatementKind.NODE_UPSERT
+        for row in s.rows
+    }
 
-    rows = build_statements([(ENTITY, earlier), (ENTITY, later)], rows_per_statement=10)["neo4j"][
-        0
-    ].rows
 
-    assert rows == [
-        {"id": "a", "props": {"v": 1}},
-        {"id": "a", "props": {"v": 2}},
-        {"id": "z", "props": {}},
+def test_the_later_upsert_of_a_node_wins_whatever_labels_either_plan_gives_it() -> None:
+    # Issue 10: the group {Person, Employee} was seen first (for M), so it ran first and A's
+    # older title, in the {Person} group, overwrote B's.
+    c = Mutation(node_upserts=(node("m", "Person", "Employee"),))
+    a = Mutation(node_upserts=(node("n", "Person", title="old"),))
+    b = Mutation(node_upserts=(node("n", "Person", "Employee", title="new"),))
+
+    statements = build_statements([(ENTITY, c), (ENTITY, a), (ENTITY, b)], rows_per_statement=10)
+
+    employees = cypher.node_upsert_query("Entity", ["Employee", "Person"])
+    assert node_rows(statements["neo4j"]) == {
+        "m": (employees, {}),
+        "n": (employees, {"title": "new"}),
+    }
+
+
+def test_upserts_of_one_node_merge_in_batch_order_into_one_row() -> None:
+    # labels add up; properties update in order, and a later None still removes the property
+    earlier = Mutation(node_upserts=(node("z"), node("a", "Doc", v=1, w=1, x=1)))
+    later = Mutation(node_upserts=(node("a", "Tag", v=2, w=None),))
+    latest = Mutation(node_upserts=(node("a", x=3),))
+
+    statements = build_statements(
+        [(ENTITY, earlier), (ENTITY, later), (ENTITY, latest)], rows_per_statement=10
+    )["neo4j"]
+
+    assert node_rows(statements) == {
+        "a": (cypher.node_upsert_query("Entity", ["Doc", "Tag"]), {"v": 2, "w": None, "x": 3}),
+        "z": (cypher.node_upsert_query("Entity", []), {}),
+    }
+    assert earlier.node_upserts[1].properties == {"v": 1, "w": 1, "x": 1}  # plans untouched
+
+
+def test_upserts_of_one_edge_merge_in_batch_order_into_one_row() -> None:
+    earlier = Mutation(edge_upserts=(edge("a", "R", "b", w=1, x=1), edge("a", "R", "b", rank=1)))
+    later = Mutation(edge_upserts=(edge("a", "R", "b", w=2, x=None),))
+
+    statements = build_statements([(ENTITY, earlier), (ENTITY, later)], rows_per_statement=10)
+
+    assert [s.rows for s in statements["neo4j"]] == [
+        [
+            {"src": "a", "dst": "b", "rank": 0, "props": {"w": 2, "x": None}},
+            {"src": "a", "dst": "b", "rank": 1, "props": {}},
+        ]
+    ]
+
+
+def test_node_deletes_run_in_batch_order_when_plans_alternate_detaching_and_not() -> None:
+    # A detach delete removes edges no plan names; a later plan's "still linked?" check must see
+    # that, an earlier plan's must not. So the runs keep batch order.
+    batch = [
+        (ENTITY, Mutation(node_deletes=("w",))),
+        (ENTITY, Mutation(node_deletes=("x",))),
+        (ENTITY, Mutation(node_deletes=("m",), detach_deleted_nodes=True)),
+        (OTHER_LABEL, Mutation(node_deletes=("o",))),
+        (ENTITY, Mutation(node_deletes=("n",))),
+    ]
+
+    statements = build_statements(batch, rows_per_statement=10)["neo4j"]
+
+    detached = cypher.node_delete_query("Entity", detach=True)
+    kept = cypher.node_delete_query("Entity", detach=False)
+    assert [(s.query, s.rows) for s in statements] == [
+        (kept, ["w", "x"]),
+        (detached, ["m"]),
+        (kept, ["n"]),
+        (cypher.node_delete_query("Other", detach=False), ["o"]),
     ]
 
 

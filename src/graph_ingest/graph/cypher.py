@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from graph_ingest.domain.identifiers import validate_identifier
-from graph_ingest.domain.mutation import Mutation
+from graph_ingest.domain.mutation import Mutation, PropertyValue
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.graph.errors import GraphInvalidArgument
 
@@ -135,12 +135,23 @@ def count_relationships_query(base_label: str) -> str:
 
 @dataclass(slots=True)
 class _Groups:
-    """One database's rows, grouped by what shares a query text; dicts keep first-seen order."""
+    """One database's changes, in batch order; dicts keep first-seen order.
+
+    Upserts are merged per identity (labels add up, properties update in batch order, a later
+    None still removes the property), so one row per node or edge carries what applying the
+    plans one by one would leave, whichever label group it lands in. Node deletes are kept in
+    runs per base label: consecutive plans with the same ``detach`` share a run, a change of it
+    starts the next one.
+    """
 
     edge_deletes: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
-    node_deletes: dict[tuple[str, bool], list[str]] = field(default_factory=dict)
-    node_upserts: dict[tuple[str, tuple[str, ...]], list[Row]] = field(default_factory=dict)
-    edge_upserts: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
+    node_deletes: dict[str, list[tuple[bool, list[str]]]] = field(default_factory=dict)
+    nodes: dict[tuple[str, str], tuple[set[str], dict[str, PropertyValue]]] = field(
+        default_factory=dict
+    )
+    edges: dict[tuple[str, str], dict[tuple[str, str, int], dict[str, PropertyValue]]] = field(
+        default_factory=dict
+    )
 
     def add(self, options: GraphOptions, mutation: Mutation) -> None:
         base = options.node_label
@@ -149,46 +160,59 @@ class _Groups:
                 {"src": key.src, "dst": key.dst, "rank": key.rank}
             )
         if mutation.node_deletes:
-            self.node_deletes.setdefault((base, mutation.detach_deleted_nodes), []).extend(
-                mutation.node_deletes
-            )
+            runs = self.node_deletes.setdefault(base, [])
+            if not runs or runs[-1][0] is not mutation.detach_deleted_nodes:
+                runs.append((mutation.detach_deleted_nodes, []))
+            runs[-1][1].extend(mutation.node_deletes)
         for node in mutation.node_upserts:
             if NODE_ID_PROPERTY in node.properties:
                 raise GraphInvalidArgument(
                     f"node {node.node_id!r}: property {NODE_ID_PROPERTY!r} is reserved for the id"
                 )
-            extra = tuple(sorted(set(node.labels) - {base}))
-            self.node_upserts.setdefault((base, extra), []).append(
-                {"id": node.node_id, "props": node.properties}
-            )
+            labels, properties = self.nodes.setdefault((base, node.node_id), (set(), {}))
+            labels.update(node.labels)
+            properties.update(node.properties)
         for edge in mutation.edge_upserts:
             if EDGE_RANK_PROPERTY in edge.properties:
                 raise GraphInvalidArgument(
                     f"edge {edge.key}: property {EDGE_RANK_PROPERTY!r} is reserved for the rank"
                 )
-            self.edge_upserts.setdefault((base, edge.type), []).append(
-                {"src": edge.src, "dst": edge.dst, "rank": edge.rank, "props": edge.properties}
-            )
+            self.edges.setdefault((base, edge.type), {}).setdefault(
+                (edge.src, edge.dst, edge.rank), {}
+            ).update(edge.properties)
 
     def statements(self, rows_per_statement: int) -> Iterator[Statement]:
         for (base, edge_type), rows in self.edge_deletes.items():
             query = edge_delete_query(base, edge_type)
             for chunk in _chunks(sorted(rows, key=_edge_identity), rows_per_statement):
                 yield Statement(StatementKind.EDGE_DELETE, query, chunk)
-        for (base, detach), ids in self.node_deletes.items():
-            query = node_delete_query(base, detach=detach)
-            check = None if detach else linked_nodes_query(base)
-            for chunk in _chunks(sorted(ids), rows_per_statement):
-                yield Statement(StatementKind.NODE_DELETE, query, chunk, check)
-        for (base, extra), rows in self.node_upserts.items():
+        for base, runs in self.node_deletes.items():
+            for detach, ids in runs:
+                query = node_delete_query(base, detach=detach)
+                check = None if detach else linked_nodes_query(base)
+                for chunk in _chunks(sorted(ids), rows_per_statement):
+                    yield Statement(StatementKind.NODE_DELETE, query, chunk, check)
+        for (base, extra), rows in self._node_rows().items():
             query = node_upsert_query(base, extra)
             for chunk in _chunks(sorted(rows, key=_node_identity), rows_per_statement):
                 yield Statement(StatementKind.NODE_UPSERT, query, chunk)
-        for (base, edge_type), rows in self.edge_upserts.items():
+        for (base, edge_type), edges in self.edges.items():
             query = edge_upsert_query(base, edge_type)
             check = missing_endpoints_query(base, edge_type)
+            rows = [
+                {"src": src, "dst": dst, "rank": rank, "props": props}
+                for (src, dst, rank), props in edges.items()
+            ]
             for chunk in _chunks(sorted(rows, key=_edge_identity), rows_per_statement):
                 yield Statement(StatementKind.EDGE_UPSERT, query, chunk, check)
+
+    def _node_rows(self) -> dict[tuple[str, tuple[str, ...]], list[Row]]:
+        """Merged node rows grouped by what shares a query text: base and sorted extra labels."""
+        groups: dict[tuple[str, tuple[str, ...]], list[Row]] = {}
+        for (base, node_id), (labels, properties) in self.nodes.items():
+            extra = tuple(sorted(labels - {base}))
+            groups.setdefault((base, extra), []).append({"id": node_id, "props": properties})
+        return groups
 
 
 def _node_identity(row: Row) -> str:
@@ -212,10 +236,19 @@ def build_statements(
 ) -> dict[str, list[Statement]]:
     """Group a whole batch, in one pass, into ordered statements per database.
 
-    Order per database: edge deletes, node deletes, node upserts, edge upserts (for the whole
-    batch). Within a group, rows are sorted by identity, so concurrent writers take locks in the
-    same order (fewer deadlocks); the sort is stable, so where two plans of the batch upsert the
-    same identity the later plan's properties win. Databases with nothing to write are left out.
+    Order per database: edge deletes, node deletes (in runs that keep batch order), node upserts,
+    edge upserts (for the whole batch). Upserts of one node or edge are merged in batch order
+    first, so the later plan wins, always. Within a group, rows are sorted by identity, so
+    concurrent writers take locks in the same order (fewer deadlocks). Databases with nothing to
+    write are left out.
+
+    The endpoint rule: an edge upsert succeeds only if both its endpoints exist once the batch's
+    node upserts are in, that is, exist in the graph or are upserted by a plan of the batch. That
+    equals "in the graph before the plan, or upserted by the plan itself or by an earlier plan"
+    (the rule applying plans one by one gives) because ``select_batch`` keeps a plan that upserts
+    a node out of a batch in which an earlier plan names that node as an endpoint only. Likewise
+    deletes run before upserts for the whole batch because it never holds a delete together with
+    another plan's touch of the same element.
     """
     if rows_per_statement < 1:
         raise ValueError(f"rows_per_statement must be at least 1, not {rows_per_statement}")

@@ -1,0 +1,85 @@
+"""Batch selection cost: time per ``select_batch`` call over a full pending list, and how many
+batches it takes to drain it, for plans that share no node and for plans that share nodes.
+
+    python benchmarks/select_batch.py [--plans 1000] [--batch 200] [--repeat 20]
+
+Pure Python, no services. Plans are those of apply_throughput.py (10 nodes + 10 edges each); in
+the "shared" scenario every node id is drawn from a pool of 2,000, so plans of different documents
+upsert and link the same nodes, as entity plans of one space do; "revised" is "shared" with every
+plan arriving twice in a row (a second version of each document), so plans keep being deferred.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from apply_throughput import make_plans
+
+from graph_ingest.consumers.batching import select_batch
+from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.domain.mutation import EdgeUpsert, Mutation, NodeUpsert
+from graph_ingest.domain.plan import GraphOptions, IngestionPlan
+from graph_ingest.schemas.codec import encode_plan
+
+POOL = 2000
+
+
+def shared(plan: IngestionPlan, index: int) -> IngestionPlan:
+    """The plan with its node ids mapped into the shared pool (distinct within the plan)."""
+    pool_id = {
+        n.node_id: f"bench:pool:{(index + i * 101) % POOL}"
+        for i, n in enumerate(plan.mutation.node_upserts)
+    }
+    mutation = Mutation(
+        node_upserts=tuple(
+            NodeUpsert(node_id=pool_id[n.node_id], labels=n.labels, properties=n.properties)
+            for n in plan.mutation.node_upserts
+        ),
+        edge_upserts=tuple(
+            EdgeUpsert(src=pool_id[e.src], type=e.type, dst=pool_id[e.dst], properties=e.properties)
+            for e in plan.mutation.edge_upserts
+        ),
+    )
+    return plan.model_copy(update={"mutation": mutation})
+
+
+def messages(plans: list[IngestionPlan]) -> list[PlanMessage]:
+    return [
+        PlanMessage("plans", 0, offset, plan.key.encode(), encode_plan(plan), plan=plan)
+        for offset, plan in enumerate(plans)
+    ]
+
+
+def measure(name: str, pending: list[PlanMessage], batch: int, repeat: int) -> None:
+    started = time.perf_counter()
+    for _ in range(repeat):
+        select_batch(pending, batch, 8 * 1024 * 1024)
+    per_call_ms = (time.perf_counter() - started) / repeat * 1000
+    sizes = []
+    left = pending
+    while left:
+        chosen, left = select_batch(left, batch, 8 * 1024 * 1024)
+        sizes.append(len(chosen))
+    print(
+        f"{name:9s} {len(pending)} pending: {per_call_ms:6.2f} ms per call; "
+        f"drained in {len(sizes)} batches, first sizes {sizes[:6]}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plans", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    plans = make_plans(args.plans, GraphOptions(node_label="Bench"))
+    measure("disjoint", messages(plans), args.batch, args.repeat)
+    shared_plans = [shared(p, i) for i, p in enumerate(plans)]
+    measure("shared", messages(shared_plans), args.batch, args.repeat)
+    revised = [p for p in shared_plans[: args.plans // 2] for _ in range(2)]
+    measure("revised", messages(revised), args.batch, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
