@@ -16,6 +16,20 @@ def message_fields(message: Message) -> tuple[bytes, bytes, dict[str, bytes]]:
     return key, value, {k: v for k, v in items if isinstance(v, bytes)}
 
 
+def group_offsets(
+    settings: Settings, topic: str, partitions: int
+) -> tuple[dict[int, int], dict[int, int]]:
+    """(committed offset, end offset) per partition of ``topic`` for the applier group."""
+    reader = Consumer(settings.kafka.consumer_config(settings.applier.group_id))
+    try:
+        listed = [TopicPartition(topic, p) for p in range(partitions)]
+        committed = {tp.partition: tp.offset for tp in reader.committed(listed, timeout=30)}
+        ends = {tp.partition: reader.get_watermark_offsets(tp, timeout=30)[1] for tp in listed}
+    finally:
+        reader.close()
+    return committed, ends
+
+
 def read_to_end(
     settings: Settings, topic: str, *, timeout_s: float = 60
 ) -> list[tuple[bytes, bytes, dict[str, bytes]]]:

@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from graph_ingest.domain.stages import Stage
 from tests.integration.pipeline import Pipeline
 from tests.integration.test_applier import doc_v1
+from tests.kafka_messages import group_offsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(180)]
 
@@ -41,15 +41,7 @@ def test_sigterm_commits_offsets_and_exits_cleanly(pipeline: Pipeline, tmp_path:
             applier.kill()
             applier.wait()
     # and its group's committed offsets cover every plan: nothing would be redelivered
-    settings = pipeline.settings
-    reader = Consumer(settings.kafka.consumer_config(settings.applier.group_id))
-    try:
-        partitions = [
-            TopicPartition(settings.topics.plans, p) for p in range(settings.topics.plan_partitions)
-        ]
-        committed = {tp.partition: tp.offset for tp in reader.committed(partitions, timeout=30)}
-        ends = {tp.partition: reader.get_watermark_offsets(tp, timeout=30)[1] for tp in partitions}
-    finally:
-        reader.close()
+    topics = pipeline.settings.topics
+    committed, ends = group_offsets(pipeline.settings, topics.plans, topics.plan_partitions)
     assert sum(ends.values()) == len(plans)
     assert {p: o for p, o in committed.items() if ends[p]} == {p: e for p, e in ends.items() if e}

@@ -17,7 +17,9 @@ from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
 from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.base import GraphWriter
+from graph_ingest.graph.errors import GraphError
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.kafka.admin import delete_topics, ensure_topics
 from graph_ingest.producers.plan_publisher import PlanPublisher
@@ -40,6 +42,31 @@ class CountingWriter(Neo4jGraphWriter):
     def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None:
         super().apply(batch)
         self.mutations_written += len(batch)
+
+
+class FailingWriter(CountingWriter):
+    """The real Neo4j writer, made to fail on cue: for batches that touch ``culprits`` (a plan
+    too big to ever fit a transaction), or for everything while ``sick`` is set (a sick database:
+    its probe fails too)."""
+
+    def __init__(self, settings: Settings, code: StatusCode, culprits: Sequence[str] = ()) -> None:
+        super().__init__(settings.neo4j)
+        self.code = code
+        self.culprits = set(culprits)
+        self.sick = threading.Event()
+        self.failures = 0
+
+    def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None:
+        touched = {n.node_id for _, m in batch for n in m.node_upserts}
+        if self.sick.is_set() or touched & self.culprits:
+            self.failures += 1
+            raise GraphError(f"injected {self.code}", code=self.code)
+        super().apply(batch)
+
+    def probe(self) -> None:
+        if self.sick.is_set():
+            raise GraphError("injected: the probe fails too", code=self.code)
+        super().probe()
 
 
 def isolated_settings(

@@ -7,8 +7,7 @@ always times out, a sick database): by wrapping the real Neo4j writer, never by 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,17 +15,15 @@ import psycopg
 import pytest
 
 from graph_ingest.demo.samples import Entity, sample_plan
-from graph_ingest.domain.mutation import Mutation
-from graph_ingest.domain.plan import GraphOptions, IngestionPlan
+from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.graph.errors import GraphError
 from graph_ingest.schemas.codec import encode_plan, read_single_object, write_single_object
 from graph_ingest.schemas.registry import BUNDLED, PLAN
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
 from tests.integration.conftest import PipelineFactory
-from tests.integration.pipeline import CountingWriter, Pipeline
+from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.integration.test_applier import doc_v1, planned_elements
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -132,31 +129,6 @@ def test_a_registry_conflict_fails_the_plan_before_its_graph_write(
 
 
 # -- items 6 and 8: how long to retry in place, and whom to blame -------------------------------
-
-
-class FailingWriter(CountingWriter):
-    """The real Neo4j writer, made to fail on cue: for batches that touch ``culprits`` (a plan
-    too big to ever fit a transaction), or for everything while ``sick`` is set (a sick database:
-    its probe fails too)."""
-
-    def __init__(self, settings: Settings, code: StatusCode, culprits: Sequence[str] = ()) -> None:
-        super().__init__(settings.neo4j)
-        self.code = code
-        self.culprits = set(culprits)
-        self.sick = threading.Event()
-        self.failures = 0
-
-    def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None:
-        touched = {n.node_id for _, m in batch for n in m.node_upserts}
-        if self.sick.is_set() or touched & self.culprits:
-            self.failures += 1
-            raise GraphError(f"injected {self.code}", code=self.code)
-        super().apply(batch)
-
-    def probe(self) -> None:
-        if self.sick.is_set():
-            raise GraphError("injected: the probe fails too", code=self.code)
-        super().probe()
 
 
 def test_a_plan_that_always_times_out_is_isolated_after_bounded_retries_and_the_rest_apply(

@@ -1,0 +1,152 @@
+"""Appliers joining and leaving a busy consumer group (issue 9 items 3 and 13): real worker
+processes share the group while plans flow; one is SIGTERMed and one SIGKILLed on the way."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from graph_ingest.consumers.applier import PlanApplier
+from graph_ingest.consumers.runtime import ApplierWorker
+from graph_ingest.consumers.wiring import postgres_store, started
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.waiting import wait_until
+from tests.integration.conftest import PipelineFactory
+from tests.integration.pipeline import FailingWriter, Pipeline
+from tests.integration.test_applier import doc_v1
+from tests.kafka_messages import group_offsets
+
+pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(420)]
+
+REPO = Path(__file__).resolve().parents[2]
+PARTITIONS = 6
+
+
+def start_applier(pipeline: Pipeline, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "graph_ingest.cli.main", "worker", "applier"],
+        cwd=REPO,
+        env={**os.environ, **pipeline.env()},
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def completed(pipeline: Pipeline) -> int:
+    rows = pipeline.sql("SELECT count(*) FROM operations WHERE stage = 'COMPLETED'")
+    return int(rows[0][0])
+
+
+def wait_completed(pipeline: Pipeline, count: int, timeout_s: float = 180) -> None:
+    wait_until(
+        lambda: completed(pipeline) >= count,
+        timeout_s=timeout_s,
+        interval_s=0.2,
+        what=f"{count} COMPLETED operations",
+    )
+
+
+def test_appliers_joining_and_leaving_a_busy_group_strand_no_message(
+    pipeline_factory: PipelineFactory,
+    processes: list[subprocess.Popen[bytes]],
+    tmp_path: Path,
+) -> None:
+    pipeline = pipeline_factory(plan_partitions=PARTITIONS)
+    plans = [doc_v1(pipeline, f"doc-{i}") for i in range(1500)]
+    log = tmp_path / "appliers.log"
+    pipeline.publish(*plans[:600])
+    publishing = threading.Thread(
+        target=lambda: [pipeline.publish(*plans[i : i + 50]) for i in range(600, 1500, 50)]
+    )
+    first = start_applier(pipeline, log)
+    processes.append(first)
+    wait_completed(pipeline, 100)
+    # Given more appliers join while plans flow
+    second = start_applier(pipeline, log)
+    processes.append(second)
+    publishing.start()
+    wait_completed(pipeline, 400)
+    processes.append(start_applier(pipeline, log))
+    wait_completed(pipeline, 700)
+    # and one leaves politely, one by a crash, and another joins
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=60) == 0, log.read_text()[-3000:]
+    wait_completed(pipeline, 900)
+    os.kill(second.pid, signal.SIGKILL)
+    second.wait(timeout=30)
+    processes.append(start_applier(pipeline, log))
+    publishing.join(timeout=120)
+    # Then every plan completes
+    wait_completed(pipeline, len(plans))
+    # and once the survivors leave, every partition's committed offset is at its end
+    for survivor in processes[2:]:
+        survivor.send_signal(signal.SIGTERM)
+    for survivor in processes[2:]:
+        assert survivor.wait(timeout=60) == 0, log.read_text()[-3000:]
+    committed, ends = group_offsets(pipeline.settings, pipeline.settings.topics.plans, PARTITIONS)
+    assert sum(ends.values()) == len(plans)
+    assert committed == ends
+
+
+def test_partitions_assigned_during_an_in_place_retry_stay_paused(
+    pipeline_factory: PipelineFactory,
+    processes: list[subprocess.Popen[bytes]],
+    tmp_path: Path,
+) -> None:
+    pipeline = pipeline_factory(
+        plan_partitions=PARTITIONS,
+        batch_max_plans=20,
+        retry_initial_backoff_s=4.0,
+        retry_max_backoff_s=4.0,
+    )
+    plans = [doc_v1(pipeline, f"doc-{i}") for i in range(600)]
+    # Given a healthy applier process owning every partition
+    other = start_applier(pipeline, tmp_path / "other.log")
+    processes.append(other)
+    pipeline.publish(*plans[:30])
+    wait_completed(pipeline, 30)
+    pipeline.publish(*plans[30:])
+    # and an applier whose Neo4j is down joining the group: it retries in place, paused
+    writer = FailingWriter(pipeline.settings, StatusCode.UNAVAILABLE)
+    writer.sick.set()
+    store = postgres_store(pipeline.settings)
+    stop = threading.Event()
+    with started(store, writer):
+        worker = ApplierWorker(
+            pipeline.settings,
+            PlanApplier(store, writer, plans_topic=pipeline.settings.topics.plans),
+        )
+        thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+        thread.start()
+        peak = [0]
+        sampling = threading.Event()
+
+        def sample() -> None:
+            while not sampling.is_set():
+                peak[0] = max(peak[0], len(worker._pending))
+                sampling.wait(0.005)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            wait_until(lambda: writer.failures >= 1, timeout_s=60, what="the first failed write")
+            # When the healthy one leaves, its partitions go to the paused one
+            other.send_signal(signal.SIGTERM)
+            assert other.wait(timeout=60) == 0
+            wait_until(lambda: writer.failures >= 4, timeout_s=60, what="four failed writes")
+            # Then what those partitions hold stays in Kafka, not in the paused worker's memory
+            assert peak[0] <= 2 * pipeline.settings.applier.batch_max_plans
+            # and once Neo4j is back, everything applies
+            writer.sick.clear()
+            wait_completed(pipeline, len(plans))
+        finally:
+            sampling.set()
+            stop.set()
+            thread.join(timeout=60)
+    assert pipeline.sql("SELECT count(*) FROM operations WHERE stage <> 'COMPLETED'") == [(0,)]
