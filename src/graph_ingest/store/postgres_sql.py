@@ -184,32 +184,28 @@ FROM unnest(
 ON CONFLICT (space, document_id, revision) DO NOTHING
 """
 
-# One transaction-scoped advisory lock per (schema, space, document), in a stable order.
-LOCK_DOCUMENTS = """
+
+def _advisory_xact_locks(namespace: str, column: str) -> str:
+    """One transaction-scoped advisory lock per (schema, space, ``column``), taken in a stable
+    order so that two transactions locking overlapping sets cannot deadlock on them."""
+    return f"""
 SELECT count(pg_advisory_xact_lock(lock_key))
 FROM (
     SELECT DISTINCT hashtextextended(
-        'document' || chr(31) || current_schema() || chr(31) || space || chr(31) || document_id,
+        '{namespace}' || chr(31) || current_schema() || chr(31) || space || chr(31) || {column},
         0
     ) AS lock_key
-    FROM unnest(%(space)s::text[], %(document_id)s::text[]) AS d(space, document_id)
+    FROM unnest(%(space)s::text[], %({column})s::text[]) AS k(space, {column})
     ORDER BY lock_key
 ) AS locks
 """
 
-# One transaction-scoped advisory lock per (schema, space, node), taken in a stable order so two
-# appliers cannot deadlock on them: serialises "one type per node" checks for the same node.
-LOCK_REGISTRY_NODES = """
-SELECT count(pg_advisory_xact_lock(lock_key))
-FROM (
-    SELECT DISTINCT hashtextextended(
-        'entity_registry' || chr(31) || current_schema() || chr(31) || space || chr(31) || node_id,
-        0
-    ) AS lock_key
-    FROM unnest(%(space)s::text[], %(node_id)s::text[]) AS n(space, node_id)
-    ORDER BY lock_key
-) AS locks
-"""
+
+# Serialises the apply steps of one document (parking, fencing the graph write, committing).
+LOCK_DOCUMENTS = _advisory_xact_locks("document", "document_id")
+
+# Serialises "one type per node" registry checks for the same node.
+LOCK_REGISTRY_NODES = _advisory_xact_locks("entity_registry", "node_id")
 
 # Existing rows for any of the keys or nodes (a superset: the caller matches exactly), locked.
 # Written as two index-friendly disjuncts (primary key; (space, node_id)).
