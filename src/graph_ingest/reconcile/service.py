@@ -247,7 +247,7 @@ class Reconciler:
             restored_edges=len(mutation.edge_upserts),
             removed_edges=len(mutation.edge_deletes),
         )
-        log.warning(
+        log.info(
             "reconcile: repaired %s at revision %d from plan %s: %d node(s) and %d edge(s) "
             "restored, %d edge(s) removed",
             name,
