@@ -16,6 +16,7 @@ COMMANDS = [
     ["publish-plan"],
     ["status"],
     ["demo"],
+    ["reconcile"],
 ]
 
 

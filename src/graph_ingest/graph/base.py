@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from graph_ingest.domain.mutation import Mutation
+from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.plan import GraphOptions
 
 
@@ -29,3 +29,18 @@ class GraphWriter(Protocol):
     def probe(self) -> None:
         """Raise (a GraphIngestError with its code) unless the graph takes a trivial write."""
         ...
+
+
+class GraphReader(Protocol):
+    """Reads back which elements a graph holds (reconcile). Read transactions only."""
+
+    def find_elements(
+        self, options: GraphOptions, node_ids: Sequence[str], edge_keys: Sequence[EdgeKey]
+    ) -> tuple[set[str], set[EdgeKey]]:
+        """The node ids and the edge keys of the arguments that the graph holds, under the base
+        label of ``options`` in its database (one read transaction, batched statements)."""
+        ...
+
+
+class ReadWriteGraph(GraphWriter, GraphReader, Protocol):
+    """A graph that can both be written and read back (what ``reconcile --repair`` needs)."""

@@ -133,6 +133,28 @@ def count_relationships_query(base_label: str) -> str:
     return f"MATCH (:{base})-[r]->(:{base}) RETURN count(r) AS c"
 
 
+def existing_nodes_query(base_label: str) -> str:
+    """Which of the node ids in ``$rows`` the graph holds (column ``id``)."""
+    base = quote(base_label, what="label")
+    return (
+        f"UNWIND $rows AS id MATCH (n:{base} {{{NODE_ID_PROPERTY}: id}}) RETURN DISTINCT id AS id"
+    )
+
+
+def existing_edges_query(base_label: str) -> str:
+    """Which of the edge keys in ``$rows`` (src, type, dst, rank) the graph holds.
+
+    The type is compared as a value, so one query serves every edge type."""
+    base = quote(base_label, what="label")
+    return (
+        f"UNWIND $rows AS row "
+        f"MATCH (a:{base} {{{NODE_ID_PROPERTY}: row.src}})-[r]->"
+        f"(b:{base} {{{NODE_ID_PROPERTY}: row.dst}}) "
+        f"WHERE type(r) = row.type AND r.{EDGE_RANK_PROPERTY} = row.rank "
+        f"RETURN DISTINCT row.src AS src, row.type AS type, row.dst AS dst, row.rank AS rank"
+    )
+
+
 @dataclass(slots=True)
 class _Groups:
     """One database's changes, in batch order; dicts keep first-seen order.

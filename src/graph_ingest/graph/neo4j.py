@@ -15,7 +15,7 @@ from types import TracebackType
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
-from graph_ingest.domain.mutation import Mutation
+from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import ConfigurationError, GraphIngestError
@@ -180,6 +180,38 @@ class Neo4jGraphWriter:
             driver.session(database=options.database) as session,
         ):
             return session.execute_read(count)
+
+    def find_elements(
+        self, options: GraphOptions, node_ids: Sequence[str], edge_keys: Sequence[EdgeKey]
+    ) -> tuple[set[str], set[EdgeKey]]:
+        """Which of ``node_ids`` and ``edge_keys`` the graph holds: one read transaction, in
+        statements of at most ``rows_per_statement`` rows; ids travel as parameters."""
+        nodes = sorted(set(node_ids))
+        edges = sorted(set(edge_keys), key=EdgeKey.sort_key)
+        if not nodes and not edges:
+            return set(), set()
+        size = self._rows_per_statement
+        node_query = cypher.existing_nodes_query(options.node_label)
+        edge_query = cypher.existing_edges_query(options.node_label)
+        edge_rows = [{"src": k.src, "type": k.type, "dst": k.dst, "rank": k.rank} for k in edges]
+
+        def read(tx: neo4j.ManagedTransaction) -> tuple[set[str], set[EdgeKey]]:
+            found_nodes: set[str] = set()
+            found_edges: set[EdgeKey] = set()
+            for start in range(0, len(nodes), size):
+                result = tx.run(node_query, rows=nodes[start : start + size])
+                found_nodes.update(str(record["id"]) for record in result)
+            for start in range(0, len(edge_rows), size):
+                result = tx.run(edge_query, rows=edge_rows[start : start + size])
+                found_edges.update(EdgeKey(**record.data()) for record in result)
+            return found_nodes, found_edges
+
+        driver = self._require_driver()
+        with (
+            _translated(f"read elements in {options.database}:{options.node_label}"),
+            driver.session(database=options.database) as session,
+        ):
+            return session.execute_read(read)
 
     def _require_driver(self) -> neo4j.Driver:
         if self._driver is None:

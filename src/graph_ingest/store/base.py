@@ -6,11 +6,12 @@ The applier decides (domain logic); the store only reads and writes, inside one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.state import DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
@@ -41,6 +42,25 @@ class CommittedRevision:
     document_id: str
     revision: int
     operation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedElements:
+    """What a document's committed state says the graph holds: the input of ``reconcile``.
+
+    ``superseded_edge_keys`` are the edges its revision says were removed."""
+
+    space: str
+    document_id: str
+    revision: int
+    operation_id: str
+    node_ids: tuple[str, ...] = ()
+    edge_keys: tuple[EdgeKey, ...] = ()
+    superseded_edge_keys: tuple[EdgeKey, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.space, self.document_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +121,14 @@ class UnitOfWork(Protocol):
     ) -> dict[tuple[str, str], CommittedRevision]:
         """Current committed revision of each (space, document_id) that has one."""
 
+    def in_flight_operations(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[Operation]]:
+        """Per (space, document_id): the operations that may write the graph next or may have
+        written it without committing (PREPARED, FAILED, GRAPH_APPLIED, STATE_COMMITTED, built on
+        the document's current revision, 0 when it has none). Documents without any are left
+        out."""
+
     def register_entities(self, registrations: Sequence[EntityRegistration]) -> None:
         """Upsert registry rows. Same (space, type, normalized name) with the same node: aliases
         union. Another node for that name, or a known node under another type: RegistryConflict,
@@ -144,8 +172,27 @@ class OperationStore(Protocol):
 
     def list_rejected(self, limit: int = 100) -> list[RejectedMessage]: ...
 
+    def iter_committed_elements(
+        self, *, space: str | None = None, document_id: str | None = None, page_size: int = 500
+    ) -> Iterator[list[CommittedElements]]:
+        """The committed states (optionally of one space and/or one document id), in pages of at
+        most ``page_size``, ordered by (space, document_id). Each page is its own short read."""
+        ...
+
+    def plan_bytes_of(self, operation_ids: Sequence[str]) -> dict[str, bytes]:
+        """The frozen plan bytes of each operation that exists, keyed by id."""
+        ...
+
+    def claimed_edges(
+        self, candidates: Sequence[tuple[tuple[str, str], EdgeKey]]
+    ) -> set[tuple[tuple[str, str], EdgeKey]]:
+        """The (document, edge) candidates whose edge another document's committed state lists
+        among its edge keys."""
+        ...
+
 
 __all__ = [
+    "CommittedElements",
     "CommittedRevision",
     "NewOperation",
     "OperationEventEncoder",

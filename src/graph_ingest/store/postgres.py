@@ -8,7 +8,7 @@ StoreUnavailable if PostgreSQL cannot be reached in ``connect_timeout_s``). Run
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,13 +16,20 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
+from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.settings import PostgresSettings
 from graph_ingest.store import postgres_rows as rows
 from graph_ingest.store import postgres_sql as sql
-from graph_ingest.store.base import OperationEventEncoder, RejectedMessage, StoreError, UnitOfWork
+from graph_ingest.store.base import (
+    CommittedElements,
+    OperationEventEncoder,
+    RejectedMessage,
+    StoreError,
+    UnitOfWork,
+)
 from graph_ingest.store.errors import translated, translating
 from graph_ingest.store.postgres_uow import PostgresUnitOfWork
 
@@ -113,6 +120,54 @@ class PostgresOperationStore:
     def list_rejected(self, limit: int = 100) -> list[RejectedMessage]:
         return [rows.rejected_from_row(r) for r in self._fetch_all(sql.LIST_REJECTED, (limit,))]
 
+    def iter_committed_elements(
+        self, *, space: str | None = None, document_id: str | None = None, page_size: int = 500
+    ) -> Iterator[list[CommittedElements]]:
+        if page_size < 1:
+            raise StoreError(
+                f"page_size must be at least 1, not {page_size}", code=StatusCode.INVALID_ARGUMENT
+            )
+        after = ("", "")
+        while True:
+            page = self._committed_elements_page(space, document_id, after, page_size)
+            if page:
+                yield page
+            if len(page) < page_size:
+                return
+            after = page[-1].key
+
+    @translated
+    def _committed_elements_page(
+        self, space: str | None, document_id: str | None, after: tuple[str, str], limit: int
+    ) -> list[CommittedElements]:
+        found = self._fetch_all(
+            sql.COMMITTED_ELEMENTS_PAGE,
+            {
+                "space": space,
+                "document_id": document_id,
+                "after_space": after[0],
+                "after_document_id": after[1],
+                "limit": limit,
+            },
+        )
+        return [rows.committed_elements_from_row(row) for row in found]
+
+    @translated
+    def plan_bytes_of(self, operation_ids: Sequence[str]) -> dict[str, bytes]:
+        if not operation_ids:
+            return {}
+        found = self._fetch_all(sql.PLAN_BYTES_OF, {"operation_id": sorted(set(operation_ids))})
+        return {row["operation_id"]: bytes(row["plan_bytes"]) for row in found}
+
+    @translated
+    def claimed_edges(
+        self, candidates: Sequence[tuple[tuple[str, str], EdgeKey]]
+    ) -> set[tuple[tuple[str, str], EdgeKey]]:
+        if not candidates:
+            return set()
+        found = self._fetch_all(sql.CLAIMED_EDGES, rows.claimed_edge_columns(candidates))
+        return {candidates[row["ord"] - 1] for row in found}
+
     # -- plumbing ----------------------------------------------------------------------------
 
     def _require_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
@@ -123,7 +178,7 @@ class PostgresOperationStore:
             )
         return self._pool
 
-    def _fetch_all(self, query: str, params: tuple[Any, ...]) -> list[DictRow]:
+    def _fetch_all(self, query: str, params: tuple[Any, ...] | Mapping[str, Any]) -> list[DictRow]:
         with self._require_pool().connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query, params)
             return cur.fetchall()

@@ -10,7 +10,7 @@ from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.state import DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.store.base import OutboxMessage, RejectedMessage
+from graph_ingest.store.base import CommittedElements, OutboxMessage, RejectedMessage
 from graph_ingest.store.registry_rules import RegistryRow
 
 Row = Mapping[str, Any]
@@ -212,6 +212,26 @@ def state_from_row(row: Row) -> DocumentState:
     return DocumentState.model_validate(
         {name: row[name] for name in (*_STATE_FIELDS, "fact_sources", "committed_at")}
     )
+
+
+def committed_elements_from_row(row: Row) -> CommittedElements:
+    return CommittedElements(
+        space=row["space"],
+        document_id=row["document_id"],
+        revision=row["revision"],
+        operation_id=row["operation_id"],
+        node_ids=tuple(row["node_ids"]),
+        edge_keys=tuple(EdgeKey.model_validate(k) for k in row["edge_keys"]),
+        superseded_edge_keys=tuple(EdgeKey.model_validate(k) for k in row["superseded_edge_keys"]),
+    )
+
+
+def claimed_edge_columns(candidates: Sequence[tuple[tuple[str, str], EdgeKey]]) -> Columns:
+    return {
+        "space": [document[0] for document, _ in candidates],
+        "document_id": [document[1] for document, _ in candidates],
+        "edge": [_json(edge.model_dump(mode="json")) for _, edge in candidates],
+    }
 
 
 # -- registry, outbox, rejected ------------------------------------------------------------------

@@ -293,6 +293,20 @@ ORDER BY ord
 ON CONFLICT (topic, partition, "offset") DO NOTHING
 """
 
+# Operations that may write the graph of a document next, or may have written it without
+# committing: built on its current revision (0 when it has none) and not finished.
+IN_FLIGHT_OPERATIONS = (
+    "SELECT "
+    + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
+    + """
+FROM unnest(%(space)s::text[], %(document_id)s::text[]) AS k(space, document_id)
+JOIN operations AS o ON o.space = k.space AND o.document_id = k.document_id
+LEFT JOIN document_states AS d ON d.space = k.space AND d.document_id = k.document_id
+WHERE o.stage = ANY(%(stages)s::text[]) AND o.expected_revision = COALESCE(d.revision, 0)
+ORDER BY o.space, o.document_id, o.created_at, o.operation_id
+"""
+)
+
 # -- reads (outside a unit of work) ------------------------------------------------------------
 
 GET_OPERATION = "SELECT" + OPERATION_COLUMNS + "\nFROM operations WHERE operation_id = %s"
@@ -327,4 +341,33 @@ SELECT topic, partition, "offset", message_key, message_value, code, error_class
 FROM rejected_messages
 ORDER BY id DESC
 LIMIT %s
+"""
+
+PLAN_BYTES_OF = """
+SELECT operation_id, plan_bytes FROM operations WHERE operation_id = ANY(%(operation_id)s::text[])
+"""
+
+# Keyset pagination on the primary key; NULL filters match everything.
+COMMITTED_ELEMENTS_PAGE = """
+SELECT space, document_id, revision, operation_id, node_ids, edge_keys, superseded_edge_keys
+FROM document_states
+WHERE (%(space)s::text IS NULL OR space = %(space)s::text)
+  AND (%(document_id)s::text IS NULL OR document_id = %(document_id)s::text)
+  AND (space, document_id) > (%(after_space)s::text, %(after_document_id)s::text)
+ORDER BY space, document_id
+LIMIT %(limit)s
+"""
+
+# The candidates (by ordinal) whose edge another document's state lists among its edge keys.
+# A sequential containment check per candidate: it only runs for superseded edges found in the
+# graph, which should be rare.
+CLAIMED_EDGES = """
+SELECT k.ord
+FROM unnest(%(space)s::text[], %(document_id)s::text[], %(edge)s::text[])
+  WITH ORDINALITY AS k(space, document_id, edge, ord)
+WHERE EXISTS (
+    SELECT 1 FROM document_states AS d
+    WHERE d.edge_keys @> jsonb_build_array(k.edge::jsonb)
+      AND (d.space, d.document_id) <> (k.space, k.document_id)
+)
 """

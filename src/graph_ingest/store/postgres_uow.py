@@ -34,6 +34,9 @@ from graph_ingest.store.registry_rules import (
 
 DocumentKey = tuple[str, str]
 
+# Stages of an operation that may still write the graph, or may have written it uncommitted.
+IN_FLIGHT_STAGES = (Stage.PREPARED, Stage.FAILED, Stage.GRAPH_APPLIED, Stage.STATE_COMMITTED)
+
 
 class PostgresUnitOfWork:
     """Implements ``UnitOfWork`` on a connection whose transaction the store opens and ends.
@@ -144,6 +147,28 @@ class PostgresUnitOfWork:
             )
             for row in found
         }
+
+    @translated
+    def in_flight_operations(
+        self, keys: Sequence[DocumentKey]
+    ) -> dict[DocumentKey, list[Operation]]:
+        unique = sorted(set(keys))
+        if not unique:
+            return {}
+        found = self._fetch(
+            sql.IN_FLIGHT_OPERATIONS,
+            {
+                "space": [k[0] for k in unique],
+                "document_id": [k[1] for k in unique],
+                "stages": [stage.value for stage in IN_FLIGHT_STAGES],
+            },
+        )
+        in_flight: dict[DocumentKey, list[Operation]] = {}
+        for row in found:
+            in_flight.setdefault((row["space"], row["document_id"]), []).append(
+                rows.operation_from_row(row)
+            )
+        return in_flight
 
     @translated
     def commit_document_states(self, states: Sequence[DocumentState]) -> set[DocumentKey]:
