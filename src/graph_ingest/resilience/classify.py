@@ -17,4 +17,4 @@ def classify(exc: BaseException) -> StatusCode:
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
-    return ErrorInfo(code=classify(exc), error_class=type(exc).__name__, message=str(exc)[:2000])
+    return ErrorInfo.quoting(classify(exc), type(exc).__name__, str(exc))
