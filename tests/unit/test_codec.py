@@ -14,6 +14,8 @@ import pytest
 from fastavro.schema import expand_schema, fingerprint, to_parsing_canonical_form
 from pydantic import BaseModel
 
+from graph_ingest.domain.dlq import MAX_ATTEMPT_HISTORY, DlqEnvelope, DlqStatus, MessageHeader
+from graph_ingest.domain.limits import MAX_ERROR_MESSAGE_LENGTH
 from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind, Provenance
@@ -34,19 +36,23 @@ from graph_ingest.schemas.codec import (
     MARKER,
     DecodeError,
     EncodeError,
+    decode_dlq_envelope,
     decode_operation,
     decode_plan,
+    encode_dlq_envelope,
     encode_operation,
     encode_plan,
     write_single_object,
 )
 from graph_ingest.schemas.registry import (
     BUNDLED,
+    DLQ_ENVELOPE,
     OPERATION,
     PLAN,
     SchemaCatalogue,
     schema_version,
 )
+from tests.unit.dlq_envelopes import attempt, envelope
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -342,6 +348,119 @@ def test_fresh_operation_round_trips_with_empty_optionals() -> None:
     assert decoded.dlq_id is None
 
 
+# --- the DLQ envelope -----------------------------------------------------------------------------
+
+
+def test_dlq_envelope_round_trips_exactly() -> None:
+    sent = envelope()
+
+    decoded = decode_dlq_envelope(encode_dlq_envelope(sent))
+
+    assert decoded == sent
+    assert decoded.dead_lettered_at.utcoffset() == timedelta(0)
+    assert all(a.at.utcoffset() == timedelta(0) for a in decoded.attempts)
+    assert [a.tier for a in decoded.attempts] == [None, 0, 1, 2]
+
+
+NASTY_BYTES = [
+    b"",
+    b"\x00",
+    b"\x00\x00 nul inside \x00",
+    b"\xff\xfe\xfd",
+    b"\xc3\x28",
+    bytes(range(256)),
+]
+
+
+@pytest.mark.parametrize("raw", NASTY_BYTES)
+def test_dlq_envelope_keeps_nul_and_non_utf8_bytes_exactly(raw: bytes) -> None:
+    sent = envelope(
+        original_key=raw,
+        original_value=raw,
+        original_headers=(
+            MessageHeader(key="raw", value=raw),
+            MessageHeader(key="raw", value=raw + b"again"),  # a repeated header stays repeated
+            MessageHeader(key="null", value=None),
+        ),
+    )
+
+    decoded = decode_dlq_envelope(encode_dlq_envelope(sent))
+
+    assert decoded == sent
+    assert decoded.original_key == raw
+    assert decoded.original_value == raw
+    assert [(h.key, h.value) for h in decoded.original_headers] == [
+        ("raw", raw),
+        ("raw", raw + b"again"),
+        ("null", None),
+    ]
+
+
+def test_dlq_envelope_of_a_message_without_key_value_or_operation() -> None:
+    sent = envelope(
+        original_key=None,
+        original_value=None,
+        original_headers=(),
+        operation_id=None,
+        fingerprint=None,
+        status=DlqStatus.RESOLVED,
+    )
+
+    assert decode_dlq_envelope(encode_dlq_envelope(sent)) == sent
+
+
+def test_dlq_envelope_with_huge_error_messages_stays_bounded() -> None:
+    huge = "plan too big \x00 " * 100_000
+    sent = envelope(attempts=(attempt(1, message=huge), attempt(2, tier=0, message=huge)))
+
+    data = encode_dlq_envelope(sent)
+
+    decoded = decode_dlq_envelope(data)
+    assert decoded == sent
+    assert all(len(a.message) == MAX_ERROR_MESSAGE_LENGTH for a in decoded.attempts)
+    assert len(data) < 4 * MAX_ERROR_MESSAGE_LENGTH + 2_000
+
+
+def test_dlq_envelope_with_more_attempts_than_the_limit_round_trips_folded() -> None:
+    sent = envelope()
+    for number in range(5, 5 + 3 * MAX_ATTEMPT_HISTORY):
+        sent = sent.with_attempt(attempt(number, tier=number % 3))
+
+    decoded = decode_dlq_envelope(encode_dlq_envelope(sent))
+
+    assert decoded == sent
+    assert len(decoded.attempts) == MAX_ATTEMPT_HISTORY
+    assert decoded.attempts[0].attempt == 1
+    assert decoded.total_attempts == 4 + 3 * MAX_ATTEMPT_HISTORY
+    assert decoded.folded_attempts == decoded.total_attempts - MAX_ATTEMPT_HISTORY
+
+
+def test_dlq_envelope_naive_datetime_is_refused_on_encode() -> None:
+    with pytest.raises(EncodeError, match="dead_lettered_at: naive"):
+        encode_dlq_envelope(envelope(dead_lettered_at=datetime(2026, 3, 1)))
+
+
+def test_dlq_envelope_with_an_unknown_status_fails_validation() -> None:
+    record = codec._dlq_envelope_record(envelope())
+    record["status"] = "FORGOTTEN"
+    data = write_single_object(BUNDLED.current(DLQ_ENVELOPE), record)
+
+    _assert_decode_error(data, "fails validation", decode=decode_dlq_envelope)
+
+
+def test_plan_bytes_are_not_a_dlq_envelope() -> None:
+    _assert_decode_error(
+        encode_plan(minimal_plan()), "written with plan.v1", decode=decode_dlq_envelope
+    )
+
+
+def test_every_truncation_of_a_dlq_envelope_is_a_decode_error() -> None:
+    data = encode_dlq_envelope(envelope())
+
+    for end in range(HEADER_SIZE, len(data)):
+        _assert_decode_error(data[:end], "does not decode|validation", decode=decode_dlq_envelope)
+
+
 # --- single-object framing -----------------------------------------------------------------------
 
 
@@ -350,6 +469,7 @@ def test_fresh_operation_round_trips_with_empty_optionals() -> None:
     [
         (PLAN, lambda: encode_plan(rich_plan())),
         (OPERATION, lambda: encode_operation(failed_operation())),
+        (DLQ_ENVELOPE, lambda: encode_dlq_envelope(envelope())),
     ],
 )
 def test_message_starts_with_the_single_object_header_of_its_schema(
@@ -371,8 +491,9 @@ def test_fingerprint_bytes_are_little_endian_as_the_avro_spec_says() -> None:
     assert as_long == 7195948357588979594
 
 
-def test_plan_and_operation_schemas_have_different_fingerprints() -> None:
-    assert BUNDLED.current(PLAN).fingerprint != BUNDLED.current(OPERATION).fingerprint
+def test_every_subject_has_its_own_fingerprint() -> None:
+    fingerprints = {BUNDLED.current(s).fingerprint for s in (PLAN, OPERATION, DLQ_ENVELOPE)}
+    assert len(fingerprints) == 3
 
 
 # --- poison: DecodeError with the raw bytes ------------------------------------------------------
@@ -554,10 +675,11 @@ def test_operation_written_with_an_older_schema_decodes_with_the_current_one() -
 # --- the catalogue -------------------------------------------------------------------------------
 
 
-def test_bundled_catalogue_knows_both_subjects() -> None:
+def test_bundled_catalogue_knows_every_subject() -> None:
     assert {(v.subject, v.version, v.name) for v in BUNDLED.versions()} >= {
         (PLAN, 1, "io.graphingest.IngestionPlan"),
         (OPERATION, 1, "io.graphingest.Operation"),
+        (DLQ_ENVELOPE, 1, "io.graphingest.DlqEnvelope"),
     }
 
 
@@ -628,7 +750,10 @@ def _assert_mirrors(record: dict[str, Any], model: type[BaseModel]) -> None:
             _assert_mirrors(_record_in(fields[name]), nested)
 
 
-@pytest.mark.parametrize(("subject", "model"), [(PLAN, IngestionPlan), (OPERATION, Operation)])
+@pytest.mark.parametrize(
+    ("subject", "model"),
+    [(PLAN, IngestionPlan), (OPERATION, Operation), (DLQ_ENVELOPE, DlqEnvelope)],
+)
 def test_schema_mirrors_the_domain_model_field_by_field(
     subject: str, model: type[BaseModel]
 ) -> None:

@@ -6,6 +6,11 @@ from datetime import datetime
 
 from pydantic import Field
 
+from graph_ingest.domain.limits import (
+    MAX_ERROR_CLASS_LENGTH,
+    MAX_ERROR_MESSAGE_LENGTH,
+    bounded_text,
+)
 from graph_ingest.domain.model import FrozenModel
 from graph_ingest.domain.stages import Stage, check_transition
 from graph_ingest.domain.status import StatusCode
@@ -15,6 +20,16 @@ class ErrorInfo(FrozenModel):
     code: StatusCode
     error_class: str
     message: str
+
+    @classmethod
+    def quoting(cls, code: StatusCode, error_class: str, message: str) -> ErrorInfo:
+        """What an error says about itself, bounded and storable: recording a failure must not
+        fail (or flood a header, a row, a log line) because of what the error quotes."""
+        return cls(
+            code=code,
+            error_class=bounded_text(error_class, MAX_ERROR_CLASS_LENGTH),
+            message=bounded_text(message, MAX_ERROR_MESSAGE_LENGTH),
+        )
 
 
 class Operation(FrozenModel):

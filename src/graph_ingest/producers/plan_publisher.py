@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
+from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import KafkaProducer
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.settings import Settings
@@ -26,9 +27,6 @@ from graph_ingest.store.base import OutboxMessage
 logger = logging.getLogger(__name__)
 
 PLAN_CONTENT_TYPE = "application/vnd.graph-ingest.plan+avro;v=1"
-HEADER_OPERATION_ID = "operation_id"
-HEADER_FINGERPRINT = "fingerprint"
-HEADER_CONTENT_TYPE = "content-type"
 
 
 class PlanPublishError(GraphIngestError):
@@ -60,9 +58,9 @@ def plan_message(plan: IngestionPlan, topic: str, *, value: bytes | None = None)
         key=plan.key.encode("utf-8"),
         value=encode_plan(plan) if value is None else value,
         headers={
-            HEADER_OPERATION_ID: plan.operation_id,
-            HEADER_FINGERPRINT: plan.fingerprint,
-            HEADER_CONTENT_TYPE: PLAN_CONTENT_TYPE,
+            kafka_headers.OPERATION_ID: plan.operation_id,
+            kafka_headers.FINGERPRINT: plan.fingerprint,
+            kafka_headers.CONTENT_TYPE: PLAN_CONTENT_TYPE,
         },
         operation_id=plan.operation_id,
     )
@@ -174,9 +172,6 @@ def _describe(exc: ValidationError) -> str:
 
 
 __all__ = [
-    "HEADER_CONTENT_TYPE",
-    "HEADER_FINGERPRINT",
-    "HEADER_OPERATION_ID",
     "PLAN_CONTENT_TYPE",
     "PlanFileError",
     "PlanPublishError",

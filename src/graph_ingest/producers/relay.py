@@ -36,6 +36,7 @@ import psycopg
 from psycopg import sql
 
 from graph_ingest.errors import GraphIngestError
+from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.resilience.backoff import backoff_delay
@@ -44,9 +45,6 @@ from graph_ingest.store.base import OutboxMessage
 from graph_ingest.store.errors import translating
 
 logger = logging.getLogger(__name__)
-
-HEADER_OPERATION_ID = "operation_id"
-HEADER_SEQUENCE = "sequence"
 
 
 def advisory_lock_key(schema_name: str) -> int:
@@ -67,9 +65,9 @@ def outbox_message(
     ``sequence`` are added as headers from their columns unless the row's headers carry them."""
     out = {str(k): v if isinstance(v, str) else str(v) for k, v in (headers or {}).items()}
     if operation_id is not None:
-        out.setdefault(HEADER_OPERATION_ID, operation_id)
+        out.setdefault(kafka_headers.OPERATION_ID, operation_id)
     if sequence is not None:
-        out.setdefault(HEADER_SEQUENCE, str(sequence))
+        out.setdefault(kafka_headers.SEQUENCE, str(sequence))
     return OutboxMessage(
         topic=topic,
         key=bytes(key) if key is not None else None,

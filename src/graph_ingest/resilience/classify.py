@@ -2,6 +2,7 @@
 
 from pydantic import ValidationError
 
+from graph_ingest.domain.error_detail import ErrorContext, ErrorDetail, RetryAdvice
 from graph_ingest.domain.operation import ErrorInfo
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
@@ -17,4 +18,18 @@ def classify(exc: BaseException) -> StatusCode:
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
-    return ErrorInfo(code=classify(exc), error_class=type(exc).__name__, message=str(exc)[:2000])
+    return ErrorInfo.quoting(classify(exc), type(exc).__name__, str(exc))
+
+
+def error_detail(
+    exc: BaseException, *, trace_id: str, context: ErrorContext, retry: RetryAdvice
+) -> ErrorDetail:
+    """The failure record of ``exc``: its code, class and bounded message, where and what next."""
+    return ErrorDetail.create(
+        trace_id=trace_id,
+        code=classify(exc),
+        error_class=type(exc).__name__,
+        message=str(exc),
+        context=context,
+        retry=retry,
+    )

@@ -1,6 +1,9 @@
-"""The retry policy of the apply loop: what a failure's status code says about who is to blame.
+"""The retry policy: what a failure's status code says about who is to blame, and where it goes.
 
-Pure decisions, no I/O. A failure is one of four kinds (its *scope*):
+Pure decisions, no I/O, in two steps.
+
+**1. The apply loop, in place** (:func:`batch_action`, :func:`lone_plan_action`). A failure is one
+of four kinds (its *scope*):
 
 * ``DEPENDENCY`` — UNAVAILABLE, UNAUTHENTICATED, PERMISSION_DENIED: the service is down or refuses
   *us*. Nothing is wrong with the plans: retry the batch in place (partitions paused) for as long
@@ -13,12 +16,30 @@ Pure decisions, no I/O. A failure is one of four kinds (its *scope*):
   alone is blamed only if the services answer a probe (else it is the service: retry in place).
 * ``PLAN`` — every other code (INVALID_ARGUMENT, FAILED_PRECONDITION, ALREADY_EXISTS, DATA_LOSS,
   NOT_FOUND, ...): the plan is at fault. Split at once; the plan alone is failed.
+
+**2. Routing a plan the loop blamed** (:func:`route`, issue 6 item 1). Only a plan failed alone
+(``LonePlanAction.FAIL``, or ``PROBE_THEN_FAIL`` with the services answering) is routed; ``route``
+says where its message goes from where it is (the main topic, retry tier *k*, a DLQ replay):
+
+* ``DEPENDENCY`` codes stay ``IN_PLACE`` whatever the attempt: an outage, or a service refusing
+  our credentials, is waited out behind the breaker (partitions paused, no retry budget spent),
+  never blamed on a plan and never sent to the DLQ. That is how "PERMISSION_DENIED and
+  UNAUTHENTICATED never retry" is kept: no retry of the *plan* (no tier, no attempt counted) — the
+  worker pauses until an operator fixes access, instead of dead-lettering every plan meanwhile.
+* ABORTED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED go to the next tier, then the DLQ after the last.
+* INTERNAL too, but only while fewer than ``max_internal_attempts`` deliveries have failed.
+* ``PLAN`` codes go to the DLQ at once: the same bytes would fail the same way.
+* From a replay, every routed failure returns to the DLQ (its history extended): a replay is an
+  operator's one deliberate try, never the start of a loop.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
+from graph_ingest.domain.error_detail import RetryAdvice, RetryStrategy
 from graph_ingest.domain.status import StatusCode
 
 
@@ -85,12 +106,119 @@ def counts_towards_split(code: StatusCode) -> bool:
     return scope_of(code) in (FailureScope.CONTENTION, FailureScope.UNCERTAIN)
 
 
+class Source(StrEnum):
+    MAIN = "MAIN"
+    TIER = "TIER"
+    REPLAY = "REPLAY"
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where the failed message was consumed: the main topic, retry tier ``tier_index`` (0-based
+    index into the ladder), or a DLQ replay."""
+
+    source: Source
+    tier_index: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.source is Source.TIER) != (self.tier_index is not None):
+            raise ValueError(f"{self.source} location with tier_index={self.tier_index}")
+        if self.tier_index is not None and self.tier_index < 0:
+            raise ValueError(f"tier_index must be >= 0, got {self.tier_index}")
+
+
+MAIN = Location(Source.MAIN)
+REPLAY = Location(Source.REPLAY)
+
+
+def tier(index: int) -> Location:
+    return Location(Source.TIER, index)
+
+
+class RouteKind(StrEnum):
+    IN_PLACE = "IN_PLACE"
+    TIER = "TIER"
+    DLQ = "DLQ"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    kind: RouteKind
+    tier_index: int | None = None
+    """The tier to copy the message to (``TIER`` only)."""
+    attempts_left: int | None = None
+    """Deliveries left before the DLQ, the next one included: None in place (unbounded), 0 for
+    the DLQ."""
+
+
+_IN_PLACE = Route(RouteKind.IN_PLACE)
+_DLQ = Route(RouteKind.DLQ, attempts_left=0)
+
+
+def route(
+    code: StatusCode,
+    attempt: int,
+    location: Location,
+    ladder_length: int,
+    max_internal_attempts: int,
+) -> Route:
+    """Where a failed message goes. ``attempt`` numbers the delivery that failed (1 for the first,
+    the ``retry_attempt`` header on a tier copy); ``ladder_length`` is the number of retry tiers
+    (any, 0 included); ``max_internal_attempts`` bounds the deliveries of an INTERNAL failure."""
+    if code is StatusCode.OK:
+        raise ValueError("OK is not a failure")
+    if attempt < 1 or max_internal_attempts < 1 or ladder_length < 0:
+        raise ValueError(
+            f"attempt={attempt} and max_internal_attempts={max_internal_attempts} must be >= 1,"
+            f" ladder_length={ladder_length} >= 0"
+        )
+    if location.tier_index is not None and location.tier_index >= ladder_length:
+        raise ValueError(f"tier {location.tier_index} is not on a ladder of {ladder_length}")
+    scope = scope_of(code)
+    if scope is FailureScope.DEPENDENCY:
+        return _IN_PLACE
+    if scope is FailureScope.PLAN or location.source is Source.REPLAY:
+        return _DLQ
+    next_tier = 0 if location.tier_index is None else location.tier_index + 1
+    attempts_left = ladder_length - next_tier
+    if code is StatusCode.INTERNAL:
+        attempts_left = min(attempts_left, max_internal_attempts - attempt)
+    if attempts_left <= 0:
+        return _DLQ
+    return Route(RouteKind.TIER, tier_index=next_tier, attempts_left=attempts_left)
+
+
+def retry_advice(decision: Route, tier_delays_s: Sequence[float]) -> RetryAdvice:
+    """The retry advice a failure record carries for ``decision`` on a ladder of these delays."""
+    if decision.kind is RouteKind.IN_PLACE:
+        # The backoff and the breaker decide when: no fixed delay to advise.
+        return RetryAdvice(retryable=True, strategy=RetryStrategy.IN_PLACE)
+    if decision.kind is RouteKind.DLQ:
+        return RetryAdvice(retryable=False, attempts_left=0, strategy=RetryStrategy.DEAD_LETTER)
+    assert decision.tier_index is not None  # a TIER route names its tier
+    return RetryAdvice(
+        retryable=True,
+        attempts_left=decision.attempts_left,
+        retry_after_s=tier_delays_s[decision.tier_index],
+        strategy=RetryStrategy.NEXT_TIER,
+    )
+
+
 __all__ = [
+    "MAIN",
+    "REPLAY",
     "BatchAction",
     "FailureScope",
+    "Location",
     "LonePlanAction",
+    "Route",
+    "RouteKind",
+    "Source",
     "batch_action",
     "counts_towards_split",
     "lone_plan_action",
+    "retry_advice",
+    "route",
     "scope_of",
+    "tier",
 ]

@@ -1,4 +1,5 @@
-"""Avro codec for the plan event (``ingestion.plans``) and the operation event (``ingestion.operations``).
+"""Avro codec for the plan event (``ingestion.plans``), the operation event (``ingestion.operations``)
+and the DLQ envelope (``ingestion.plans.dlq``).
 
 Wire format: Avro *single-object encoding* (Avro specification, "Single-object encoding")::
 
@@ -30,6 +31,8 @@ Choices the schemas make:
   ``double`` correctly, but sends an int beyond 64 bits to ``double`` (a silent change of value);
   named branches make that an :class:`EncodeError`. ``True``, ``1`` and ``1.0`` come back as
   ``bool``, ``int`` and ``float``.
+* **Raw bytes** (the DLQ envelope's original key, value and header values) are Avro ``bytes``,
+  kept exactly: NUL, invalid UTF-8 and all.
 * **Datetimes** are ``timestamp-micros``. Only aware datetimes are accepted (fastavro would read a
   naive one as local time); they come back as aware UTC datetimes, the same instant.
 
@@ -49,6 +52,7 @@ from typing import Any, TypeVar
 from fastavro import schemaless_reader, schemaless_writer
 from pydantic import BaseModel, ValidationError
 
+from graph_ingest.domain.dlq import DlqEnvelope
 from graph_ingest.domain.mutation import PropertyValue
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
@@ -56,6 +60,7 @@ from graph_ingest.errors import GraphIngestError
 from graph_ingest.schemas.errors import DecodeError, EncodeError
 from graph_ingest.schemas.registry import (
     BUNDLED,
+    DLQ_ENVELOPE,
     OPERATION,
     PLAN,
     SchemaCatalogue,
@@ -67,8 +72,10 @@ __all__ = [
     "MARKER",
     "DecodeError",
     "EncodeError",
+    "decode_dlq_envelope",
     "decode_operation",
     "decode_plan",
+    "encode_dlq_envelope",
     "encode_operation",
     "encode_plan",
     "read_single_object",
@@ -103,6 +110,14 @@ def encode_operation(op: Operation) -> bytes:
 
 def decode_operation(data: bytes, *, catalogue: SchemaCatalogue = BUNDLED) -> Operation:
     return _validate(Operation, read_single_object(data, OPERATION, catalogue), data)
+
+
+def encode_dlq_envelope(envelope: DlqEnvelope) -> bytes:
+    return write_single_object(BUNDLED.current(DLQ_ENVELOPE), _dlq_envelope_record(envelope))
+
+
+def decode_dlq_envelope(data: bytes, *, catalogue: SchemaCatalogue = BUNDLED) -> DlqEnvelope:
+    return _validate(DlqEnvelope, read_single_object(data, DLQ_ENVELOPE, catalogue), data)
 
 
 # --- single-object framing ----------------------------------------------------------------------
@@ -208,6 +223,16 @@ def _operation_record(op: Operation) -> dict[str, Any]:
     )
     record["created_at"] = _micros(op.created_at, "created_at")
     record["updated_at"] = _micros(op.updated_at, "updated_at")
+    return record
+
+
+def _dlq_envelope_record(envelope: DlqEnvelope) -> dict[str, Any]:
+    record = envelope.model_dump(mode="python")
+    for index, (attempt, written) in enumerate(
+        zip(envelope.attempts, record["attempts"], strict=True)
+    ):
+        written["at"] = _micros(attempt.at, f"attempts[{index}].at")
+    record["dead_lettered_at"] = _micros(envelope.dead_lettered_at, "dead_lettered_at")
     return record
 
 
