@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from graph_ingest.consumers.applier import PlanApplier
 from graph_ingest.consumers.runtime import ApplierWorker
@@ -38,6 +39,14 @@ def start_applier(pipeline: Pipeline, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def assigned_members(pipeline: Pipeline) -> int:
+    """How many members of the applier group hold partitions."""
+    group = pipeline.settings.applier.group_id
+    admin = AdminClient(pipeline.settings.kafka.common_config())
+    described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+    return sum(1 for m in described.members if m.assignment.topic_partitions)
+
+
 def completed(pipeline: Pipeline) -> int:
     rows = pipeline.sql("SELECT count(*) FROM operations WHERE stage = 'COMPLETED'")
     return int(rows[0][0])
@@ -58,26 +67,29 @@ def test_appliers_joining_and_leaving_a_busy_group_strand_no_message(
     tmp_path: Path,
 ) -> None:
     pipeline = pipeline_factory(plan_partitions=PARTITIONS)
-    plans = [doc_v1(pipeline, f"doc-{i}") for i in range(1500)]
+    plans = [doc_v1(pipeline, f"doc-{i}") for i in range(2000)]
     log = tmp_path / "appliers.log"
-    pipeline.publish(*plans[:600])
+    # Given a backlog (the defect showed with 2,000 plans waiting and a second applier joining)
+    pipeline.publish(*plans[:1500])
     publishing = threading.Thread(
-        target=lambda: [pipeline.publish(*plans[i : i + 50]) for i in range(600, 1500, 50)]
+        target=lambda: [pipeline.publish(*plans[i : i + 50]) for i in range(1500, 2000, 50)]
     )
+    # When a second applier joins while the first takes its first batches (the revocation then
+    # lands inside a poll that returns messages), and more join while plans keep coming
     first = start_applier(pipeline, log)
     processes.append(first)
-    wait_completed(pipeline, 100)
-    # Given more appliers join while plans flow
+    wait_until(lambda: assigned_members(pipeline) == 1, timeout_s=60, what="the first to join")
     second = start_applier(pipeline, log)
     processes.append(second)
+    wait_completed(pipeline, 50)
     publishing.start()
-    wait_completed(pipeline, 400)
+    wait_completed(pipeline, 600)
     processes.append(start_applier(pipeline, log))
-    wait_completed(pipeline, 700)
+    wait_completed(pipeline, 1000)
     # and one leaves politely, one by a crash, and another joins
     first.send_signal(signal.SIGTERM)
     assert first.wait(timeout=60) == 0, log.read_text()[-3000:]
-    wait_completed(pipeline, 900)
+    wait_completed(pipeline, 1300)
     os.kill(second.pid, signal.SIGKILL)
     second.wait(timeout=30)
     processes.append(start_applier(pipeline, log))

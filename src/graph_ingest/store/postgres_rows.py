@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from graph_ingest.domain.limits import storable_text
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.state import DocumentState, EntityRegistration
@@ -35,12 +36,8 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def storable_text(value: str | None) -> str | None:
-    """Text PostgreSQL can hold: a NUL (which TEXT refuses) is written as the escape ``\\x00``.
-
-    For what a message or an error says about itself (error messages, header values): recording
-    why something failed must never fail because of what it quotes."""
-    return None if value is None else value.replace("\x00", "\\x00")
+def _storable(value: str | None) -> str | None:
+    return None if value is None else storable_text(value)
 
 
 def columns(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Columns:
@@ -75,8 +72,8 @@ def snapshot_values(op: Operation) -> dict[str, Any]:
         "sequence": op.sequence,
         "attempts": op.attempts,
         "last_error_code": error.code.value if error else None,
-        "last_error_class": storable_text(error.error_class) if error else None,
-        "last_error_message": storable_text(error.message) if error else None,
+        "last_error_class": _storable(error.error_class) if error else None,
+        "last_error_message": _storable(error.message) if error else None,
         "stage_times": _json({stage.value: at.isoformat() for stage, at in op.stage_times.items()}),
         "next_retry_at": op.next_retry_at,
         "dlq_id": op.dlq_id,
@@ -278,9 +275,9 @@ def rejected_columns(rejected: Sequence[RejectedMessage]) -> Columns:
         "message_key": [r.key for r in rejected],
         "message_value": [r.value for r in rejected],
         "code": [r.code.value for r in rejected],
-        "error_class": [storable_text(r.error_class) for r in rejected],
-        "message": [storable_text(r.message) for r in rejected],
-        "operation_id": [storable_text(r.operation_id) for r in rejected],
+        "error_class": [_storable(r.error_class) for r in rejected],
+        "message": [_storable(r.message) for r in rejected],
+        "operation_id": [_storable(r.operation_id) for r in rejected],
     }
 
 
