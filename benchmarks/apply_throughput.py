@@ -25,7 +25,7 @@ from graph_ingest.consumers.wiring import run_applier
 from graph_ingest.domain.mutation import EdgeUpsert, Mutation, NodeUpsert
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind
 from graph_ingest.domain.state import DocumentState, EntityRegistration
-from graph_ingest.kafka.admin import delete_topics, ensure_topics
+from graph_ingest.kafka.admin import delete_topics, ensure_topics, pipeline_topics
 from graph_ingest.producers.plan_publisher import PlanPublisher
 from graph_ingest.settings import Settings
 from graph_ingest.stack.manager import LocalStack
@@ -151,7 +151,7 @@ def isolated(base: Settings, batch: int) -> Iterator[Settings]:
     try:
         yield settings
     finally:
-        delete_topics(settings, [settings.topics.plans, settings.topics.operations])
+        delete_topics(settings, pipeline_topics(settings.topics))
         with psycopg.connect(settings.postgres.conninfo(), autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {settings.postgres.schema_name} CASCADE")
 

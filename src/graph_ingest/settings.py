@@ -98,6 +98,31 @@ class TopicSettings(_Section):
         default=3_600_000, description="segment roll time of the compacted operation log"
     )
     operations_min_compaction_lag_ms: int = 0
+    retry_delays_s: tuple[float, ...] = Field(
+        default=(1.0, 5.0, 30.0),
+        description="the retry ladder: one tier topic per delay, in order, then the DLQ",
+    )
+
+    @model_validator(mode="after")
+    def check_retry_delays(self) -> TopicSettings:
+        if any(delay <= 0 for delay in self.retry_delays_s):
+            raise ValueError(f"retry delays must be positive, not {self.retry_delays_s}")
+        return self
+
+    @property
+    def retry_tiers(self) -> list[tuple[str, float]]:
+        """(topic, delay) of each tier: ``<plans>.retry.<delay>`` such as ingestion.plans.retry.5s."""
+        return [(f"{self.plans}.retry.{_delay_label(d)}", d) for d in self.retry_delays_s]
+
+    @property
+    def dlq(self) -> str:
+        return f"{self.plans}.dlq"
+
+
+def _delay_label(delay_s: float) -> str:
+    if delay_s == int(delay_s):
+        return f"{int(delay_s)}s"
+    return f"{round(delay_s * 1000)}ms"
 
 
 class Neo4jSettings(_Section):

@@ -21,7 +21,7 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.errors import GraphError
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
-from graph_ingest.kafka.admin import delete_topics, ensure_topics
+from graph_ingest.kafka.admin import delete_topics, ensure_topics, pipeline_topics
 from graph_ingest.producers.plan_publisher import PlanPublisher
 from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.schemas.codec import decode_operation
@@ -128,7 +128,7 @@ class Pipeline:
             self._relay.close()
         self._publisher.close()
         self.store.close()
-        delete_topics(self.settings, [self.settings.topics.plans, self.settings.topics.operations])
+        delete_topics(self.settings, pipeline_topics(self.settings.topics))
         with psycopg.connect(self.settings.postgres.conninfo(), autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{self.settings.postgres.schema_name}" CASCADE')
         with self._driver() as driver:

@@ -15,6 +15,7 @@ from graph_ingest.kafka.admin import (
     create_topics,
     delete_topics,
     ensure_topics,
+    pipeline_topics,
     topic_config,
 )
 from graph_ingest.kafka.errors import TopicMismatch
@@ -43,22 +44,26 @@ def settings(stack_settings: Settings) -> Iterator[Settings]:
     )
     settings = stack_settings.model_copy(update={"topics": topics})
     yield settings
-    delete_topics(settings, [topics.plans, topics.operations])
+    delete_topics(settings, pipeline_topics(topics))
 
 
 def test_ensure_topics_is_idempotent(settings: Settings) -> None:
     first = ensure_topics(settings)
     second = ensure_topics(settings)
 
-    assert [(r.name, r.created) for r in first] == [
-        (settings.topics.plans, True),
-        (settings.topics.operations, True),
+    names = [
+        settings.topics.plans,
+        settings.topics.operations,
+        f"{settings.topics.plans}.retry.1s",
+        f"{settings.topics.plans}.retry.5s",
+        f"{settings.topics.plans}.retry.30s",
+        f"{settings.topics.plans}.dlq",
     ]
+    assert [(r.name, r.created) for r in first] == [(name, True) for name in names]
     assert [(r.name, r.created, r.warnings) for r in second] == [
-        (settings.topics.plans, False, ()),
-        (settings.topics.operations, False, ()),
+        (name, False, ()) for name in names
     ]
-    assert [r.partitions for r in second] == [3, 2]
+    assert [r.partitions for r in second] == [3, 2, 3, 3, 3, 3]
     assert all(r.replication_factor == settings.topics.replication_factor for r in second)
 
 

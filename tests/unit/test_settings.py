@@ -1,6 +1,9 @@
 """Settings that derive values from others."""
 
-from graph_ingest.settings import RelaySettings
+import pytest
+from pydantic import ValidationError
+
+from graph_ingest.settings import RelaySettings, TopicSettings
 
 
 def test_every_relay_of_a_schema_shares_one_transactional_id() -> None:
@@ -8,3 +11,19 @@ def test_every_relay_of_a_schema_shares_one_transactional_id() -> None:
 
     assert relay.transactional_id("graph_ingest") == "ingest-prod.graph_ingest"
     assert RelaySettings().transactional_id("s") == "graph-ingest-relay.s"
+
+
+def test_the_retry_ladder_names_one_tier_topic_per_delay_then_the_dlq() -> None:
+    topics = TopicSettings(plans="p", retry_delays_s=(0.25, 1, 5, 120))
+    assert topics.retry_tiers == [
+        ("p.retry.250ms", 0.25),
+        ("p.retry.1s", 1),
+        ("p.retry.5s", 5),
+        ("p.retry.120s", 120),
+    ]
+    assert topics.dlq == "p.dlq"
+
+
+def test_a_retry_delay_must_be_positive() -> None:
+    with pytest.raises(ValidationError, match="positive"):
+        TopicSettings(retry_delays_s=(1, 0))

@@ -61,8 +61,14 @@ class TopicReport:
 
 
 def topic_specs(topics: TopicSettings) -> list[TopicSpec]:
-    """The pipeline's topics as configured: plans (key = space/documentId) and the compacted
-    operation log (key = operationId)."""
+    """The pipeline's topics as configured: plans (key = space/documentId), the compacted
+    operation log (key = operationId), the retry tiers and the dead-letter queue (keyed like the
+    plans, with as many partitions, so a document's copies stay on one partition; the DLQ keeps
+    its messages until they are purged on purpose)."""
+    keyed_like_plans = [
+        *(name for name, _ in topics.retry_tiers),
+        topics.dlq,
+    ]
     return [
         TopicSpec(
             name=topics.plans,
@@ -80,7 +86,21 @@ def topic_specs(topics: TopicSettings) -> list[TopicSpec]:
             },
             required=frozenset({"cleanup.policy"}),
         ),
+        *(
+            TopicSpec(
+                name=name,
+                partitions=topics.plan_partitions,
+                replication_factor=topics.replication_factor,
+                config={"retention.ms": "-1"} if name == topics.dlq else {},
+            )
+            for name in keyed_like_plans
+        ),
     ]
+
+
+def pipeline_topics(topics: TopicSettings) -> list[str]:
+    """The names of every topic ``topics create`` makes."""
+    return [spec.name for spec in topic_specs(topics)]
 
 
 def ensure_topics(
