@@ -8,7 +8,7 @@ StoreUnavailable if PostgreSQL cannot be reached in ``connect_timeout_s``). Run
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,12 +17,19 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.settings import PostgresSettings
 from graph_ingest.store import postgres_rows as rows
 from graph_ingest.store import postgres_sql as sql
-from graph_ingest.store.base import OperationEventEncoder, RejectedMessage, StoreError, UnitOfWork
+from graph_ingest.store.base import (
+    OperationEventEncoder,
+    RecoveryClaim,
+    RejectedMessage,
+    StoreError,
+    UnitOfWork,
+)
 from graph_ingest.store.errors import translated, translating
 from graph_ingest.store.postgres_uow import PostgresUnitOfWork
 
@@ -113,6 +120,53 @@ class PostgresOperationStore:
     def list_rejected(self, limit: int = 100) -> list[RejectedMessage]:
         return [rows.rejected_from_row(r) for r in self._fetch_all(sql.LIST_REJECTED, (limit,))]
 
+    # -- recovery leases (RecoveryStore) ----------------------------------------------------
+    # Each call is its own transaction: the pooled connection commits when the block ends.
+
+    @translated
+    def claim_for_recovery(
+        self,
+        *,
+        stages: Collection[Stage],
+        older_than_s: float,
+        limit: int,
+        claimer: str,
+        lease_s: float,
+    ) -> list[RecoveryClaim]:
+        found = self._fetch_all(
+            sql.CLAIM_FOR_RECOVERY,
+            {
+                "stages": sorted(stage.value for stage in stages),
+                "older_than_s": older_than_s,
+                "limit": limit,
+                "claimer": claimer,
+                "lease_s": lease_s,
+            },
+        )
+        claims = [rows.recovery_claim_from_row(row) for row in found]
+        return sorted(
+            claims, key=lambda c: (c.operation.updated_at, c.operation.operation_id)
+        )  # RETURNING keeps no order
+
+    @translated
+    def claim_operation(
+        self, operation_id: str, *, stages: Collection[Stage], claimer: str, lease_s: float
+    ) -> RecoveryClaim | None:
+        row = self._fetch_one(
+            sql.CLAIM_OPERATION,
+            {
+                "operation_id": operation_id,
+                "stages": sorted(stage.value for stage in stages),
+                "claimer": claimer,
+                "lease_s": lease_s,
+            },
+        )
+        return None if row is None else rows.recovery_claim_from_row(row)
+
+    @translated
+    def release_recovery_claim(self, operation_id: str, claimer: str) -> bool:
+        return bool(self._fetch_all(sql.RELEASE_RECOVERY_CLAIM, (operation_id, claimer)))
+
     # -- plumbing ----------------------------------------------------------------------------
 
     def _require_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
@@ -123,12 +177,12 @@ class PostgresOperationStore:
             )
         return self._pool
 
-    def _fetch_all(self, query: str, params: tuple[Any, ...]) -> list[DictRow]:
+    def _fetch_all(self, query: str, params: tuple[Any, ...] | Mapping[str, Any]) -> list[DictRow]:
         with self._require_pool().connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query, params)
             return cur.fetchall()
 
-    def _fetch_one(self, query: str, params: tuple[Any, ...]) -> DictRow | None:
+    def _fetch_one(self, query: str, params: tuple[Any, ...] | Mapping[str, Any]) -> DictRow | None:
         found = self._fetch_all(query, params)
         return found[0] if found else None
 
