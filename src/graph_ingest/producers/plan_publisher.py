@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,8 @@ PLAN_CONTENT_TYPE = "application/vnd.graph-ingest.plan+avro;v=1"
 HEADER_OPERATION_ID = "operation_id"
 HEADER_FINGERPRINT = "fingerprint"
 HEADER_CONTENT_TYPE = "content-type"
+HEADER_RESUMED = "resumed"
+"""On a plan re-published from its stored frozen bytes: who did it (``resume`` or ``recover``)."""
 
 
 class PlanPublishError(GraphIngestError):
@@ -43,11 +45,17 @@ class PlanFileError(GraphIngestError):
     code = StatusCode.INVALID_ARGUMENT
 
 
-def plan_message(plan: IngestionPlan, topic: str, *, value: bytes | None = None) -> OutboxMessage:
+def plan_message(
+    plan: IngestionPlan,
+    topic: str,
+    *,
+    value: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> OutboxMessage:
     """The Kafka message of a plan (also usable as an outbox row): verified, encoded, keyed.
 
     ``value`` may pass already-encoded bytes of this plan (e.g. the stored frozen plan) to avoid
-    re-encoding.
+    re-encoding. ``headers`` are added to the plan's own (which they cannot replace).
     """
     try:
         plan.verify_fingerprint()
@@ -60,6 +68,7 @@ def plan_message(plan: IngestionPlan, topic: str, *, value: bytes | None = None)
         key=plan.key.encode("utf-8"),
         value=encode_plan(plan) if value is None else value,
         headers={
+            **(headers or {}),
             HEADER_OPERATION_ID: plan.operation_id,
             HEADER_FINGERPRINT: plan.fingerprint,
             HEADER_CONTENT_TYPE: PLAN_CONTENT_TYPE,
@@ -177,6 +186,7 @@ __all__ = [
     "HEADER_CONTENT_TYPE",
     "HEADER_FINGERPRINT",
     "HEADER_OPERATION_ID",
+    "HEADER_RESUMED",
     "PLAN_CONTENT_TYPE",
     "PlanFileError",
     "PlanPublishError",
