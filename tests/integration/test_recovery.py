@@ -197,17 +197,27 @@ def test_resume_of_a_graph_applied_operation_commits_its_state_without_writing_a
     assert state is not None and state.operation_id == plan.operation_id
 
 
+def lost_release(p: Pipeline, document_id: str = "doc-parked") -> IngestionPlan:
+    """v2 parked behind v1, then v1 committed while the release of v2 went missing (the relay
+    must not run yet); returns v2."""
+    v1 = plan_of(p, document_id)
+    v2 = plan_of(p, document_id, previous=v1.next_state)
+    p.publish(v2)
+    p.wait_stage(v2.operation_id, Stage.PARKED)
+    p.publish(v1)
+    p.wait_stage(v1.operation_id, Stage.COMPLETED)
+    p.execute(
+        "DELETE FROM outbox WHERE topic = %s AND operation_id = %s",
+        p.settings.topics.plans,
+        v2.operation_id,
+    )
+    return v2
+
+
 def test_resume_completes_a_parked_operation_whose_release_was_lost(
     pipeline: Pipeline, applier: FaultyApplier
 ) -> None:
-    # Given v2 parked behind v1, and v1 committed while the release of v2 went missing
-    v1 = plan_of(pipeline, "doc-parked")
-    v2 = plan_of(pipeline, "doc-parked", previous=v1.next_state)
-    pipeline.publish(v2)
-    pipeline.wait_stage(v2.operation_id, Stage.PARKED)
-    pipeline.publish(v1)
-    pipeline.wait_stage(v1.operation_id, Stage.COMPLETED)
-    pipeline.execute("DELETE FROM outbox WHERE topic = %s", pipeline.settings.topics.plans)
+    v2 = lost_release(pipeline)
 
     result = CliRunner(env=pipeline.env()).invoke(cli, ["resume", v2.operation_id])
 
@@ -262,7 +272,8 @@ def recover_process(p: Pipeline, *args: str) -> subprocess.Popen[bytes]:
 def test_two_concurrent_recoverers_resume_each_stranded_operation_exactly_once(
     pipeline: Pipeline, applier: FaultyApplier
 ) -> None:
-    # Given operations stranded FAILED, GRAPH_APPLIED and PARKED, and two that completed
+    # Given operations stranded FAILED, GRAPH_APPLIED and PARKED (a lost release), one parked
+    # behind a failed one, and two that completed
     completed = [plan_of(pipeline, f"doc-ok-{i}") for i in range(2)]
     pipeline.publish(*completed)
     for plan in completed:
@@ -271,10 +282,11 @@ def test_two_concurrent_recoverers_resume_each_stranded_operation_exactly_once(
     failed(pipeline, applier, *stuck_failed)
     stuck_applied = [plan_of(pipeline, f"doc-g-{i}") for i in range(3)]
     graph_applied(pipeline, applier, *stuck_applied)
-    parked = plan_of(pipeline, "doc-f-0", previous=stuck_failed[0].next_state)
-    pipeline.publish(parked)
-    pipeline.wait_stage(parked.operation_id, Stage.PARKED)
-    stranded = {p.operation_id for p in (*stuck_failed, *stuck_applied, parked)}
+    waiting = plan_of(pipeline, "doc-f-0", previous=stuck_failed[0].next_state)
+    pipeline.publish(waiting)  # parked behind a failed plan: not stranded, it will be released
+    pipeline.wait_stage(waiting.operation_id, Stage.PARKED)
+    lost = lost_release(pipeline)
+    stranded = {p.operation_id for p in (*stuck_failed, *stuck_applied, lost)}
     applier.heal()
     pipeline.start_relay()  # releases parked plans
 
@@ -296,9 +308,10 @@ def test_two_concurrent_recoverers_resume_each_stranded_operation_exactly_once(
         times = [item["updated_at"] for item in report["operations"]]
         assert times == sorted(times)  # oldest first
     # and every one of them completes, each re-published exactly once
-    for op_id in stranded:
+    for op_id in (*stranded, waiting.operation_id):
         pipeline.wait_stage(op_id, Stage.COMPLETED, timeout_s=120)
     assert resumed_messages(pipeline, "recover") == dict.fromkeys(stranded, 1)
+    assert pipeline.store.get_document_state("it", "doc-f-0").revision == 2  # type: ignore[union-attr]
     for plan in completed:
         operation = pipeline.store.get_operation(plan.operation_id)
         assert operation is not None and operation.sequence == 4  # untouched

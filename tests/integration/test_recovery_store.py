@@ -12,6 +12,7 @@ import pytest
 
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.state import DocumentState
 from graph_ingest.settings import PostgresSettings
 from graph_ingest.store.base import NewOperation, RecoveryClaim
 from graph_ingest.store.postgres import PostgresOperationStore
@@ -44,6 +45,17 @@ def stored_op(n: int, stage: Stage, *, minutes_ago: float, **update: object) -> 
     ).model_copy(update={"stage": stage, **update})
 
 
+def doc_state(document_id: str, revision: int) -> DocumentState:
+    return DocumentState(
+        space="kb",
+        document_id=document_id,
+        revision=revision,
+        operation_id=f"op-{document_id}-{revision}",
+        content_hash=f"sha256:{revision}",
+        document_version=str(revision),
+    )
+
+
 def insert(store: PostgresOperationStore, *ops: Operation) -> None:
     with store.unit_of_work() as uow:
         uow.insert_operations([NewOperation(op, f"plan-{op.operation_id}".encode()) for op in ops])
@@ -64,7 +76,7 @@ def test_claims_stranded_operations_oldest_first_within_the_limit(
         store,
         stored_op(1, Stage.FAILED, minutes_ago=10),
         stored_op(2, Stage.GRAPH_APPLIED, minutes_ago=30),
-        stored_op(3, Stage.PARKED, minutes_ago=20),
+        stored_op(3, Stage.STATE_COMMITTED, minutes_ago=20),
         stored_op(4, Stage.PREPARED, minutes_ago=40),
     )
 
@@ -94,11 +106,30 @@ def test_leaves_alone_what_is_young_finished_dead_lettered_or_due_for_a_retry(
     assert [c.operation.operation_id for c in claim(store)] == ["op-006"]
 
 
+def test_a_parked_operation_is_stranded_only_once_its_document_caught_up(
+    store: PostgresOperationStore,
+) -> None:
+    waiting = stored_op(1, Stage.PARKED, minutes_ago=30).model_copy(update={"expected_revision": 1})
+    lost = stored_op(2, Stage.PARKED, minutes_ago=20).model_copy(update={"expected_revision": 1})
+    overtaken = stored_op(3, Stage.PARKED, minutes_ago=10).model_copy(
+        update={"expected_revision": 1}
+    )
+    insert(store, waiting, lost, overtaken)
+    with store.unit_of_work() as uow:
+        uow.commit_document_states([doc_state("doc-2", 1), doc_state("doc-3", 1)])
+        uow.commit_document_states([doc_state("doc-3", 2)])
+
+    # op-001 waits for doc-1 to reach revision 1: its predecessor's commit releases it
+    assert [c.operation.operation_id for c in claim(store)] == ["op-002", "op-003"]
+
+
 def test_an_expired_or_released_lease_can_be_claimed_again(
     store: PostgresOperationStore, pg: PostgresSettings
 ) -> None:
     insert(
-        store, stored_op(1, Stage.FAILED, minutes_ago=10), stored_op(2, Stage.PARKED, minutes_ago=9)
+        store,
+        stored_op(1, Stage.FAILED, minutes_ago=10),
+        stored_op(2, Stage.GRAPH_APPLIED, minutes_ago=9),
     )
     claim(store)
     assert store.release_recovery_claim("op-001", "someone-else") is False

@@ -215,9 +215,9 @@ def resume(operation_id: str, as_json: bool) -> None:
 def recover(older_than_s: float | None, limit: int | None, as_json: bool) -> None:
     """Find operations that stopped short of COMPLETED and resume them, oldest first.
 
-    Scans PREPARED, GRAPH_APPLIED, STATE_COMMITTED, FAILED and PARKED operations (not
-    DEAD_LETTERED: those wait for a DLQ replay or an explicit `resume`), skipping those with a
-    retry scheduled in the future. Each one is claimed with a lease
+    Scans PREPARED, GRAPH_APPLIED, STATE_COMMITTED, FAILED and PARKED operations, skipping those
+    with a retry scheduled in the future, and PARKED ones whose predecessor has not committed yet
+    (its commit releases them). DEAD_LETTERED ones wait for a DLQ replay or an explicit `resume`. Each one is claimed with a lease
     (GRAPH_INGEST_RECOVERY__LEASE_S), so recoverers running at the same time never take the same
     operation, and its stored plan is re-published. One that fails is reported and the others go
     on. Exit code 0 when all went well, 1 when some failed, 4 when a service is unavailable.

@@ -8,7 +8,8 @@ PREPARED, GRAPH_APPLIED goes on at the state commit, an operation that has meanw
 duplicate. Re-publishing is therefore always safe; the leases only keep it from happening twice.
 
 ``recover`` claims a bounded batch of stranded operations, oldest first, each under a lease
-(``RecoveryStore``), and re-publishes them one by one: a plan that cannot be re-published is
+(``RecoveryStore``; a PARKED one only once its predecessor has committed, i.e. its release was
+lost), and re-publishes them one by one: a plan that cannot be re-published is
 reported and the others go on; a service that is down ends the run (the rest are released,
 not attempted).
 """

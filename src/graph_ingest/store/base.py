@@ -177,7 +177,9 @@ class RecoveryStore(Protocol):
     ) -> list[RecoveryClaim]:
         """Claim up to ``limit`` operations in ``stages``, unchanged for ``older_than_s``, whose
         lease is free (never taken or expired) and that no retry is scheduled for in the future;
-        oldest (``updated_at``) first. Rows another transaction holds locked (an applier at work,
+        oldest (``updated_at``) first. A PARKED operation only once its document has reached
+        (or passed) the revision it waits for: before that, its predecessor's commit releases
+        it, and re-publishing it would only park it again. Rows another transaction holds locked (an applier at work,
         another recoverer claiming) are skipped, not waited for."""
 
     def claim_operation(

@@ -137,10 +137,11 @@ class PostgresOperationStore:
             sql.CLAIM_FOR_RECOVERY,
             {
                 "stages": sorted(stage.value for stage in stages),
-                "older_than_s": older_than_s,
+                "parked": Stage.PARKED.value,
+                "older_than_s": float(older_than_s),
                 "limit": limit,
                 "claimer": claimer,
-                "lease_s": lease_s,
+                "lease_s": float(lease_s),
             },
         )
         claims = [rows.recovery_claim_from_row(row) for row in found]
@@ -158,7 +159,7 @@ class PostgresOperationStore:
                 "operation_id": operation_id,
                 "stages": sorted(stage.value for stage in stages),
                 "claimer": claimer,
-                "lease_s": lease_s,
+                "lease_s": float(lease_s),
             },
         )
         return None if row is None else rows.recovery_claim_from_row(row)

@@ -349,6 +349,12 @@ WITH candidates AS (
       AND updated_at <= now() - make_interval(secs => %(older_than_s)s)
       AND (recovery_lease_until IS NULL OR recovery_lease_until <= now())
       AND (next_retry_at IS NULL OR next_retry_at <= now())
+      -- A PARKED operation is stranded only once its document has reached the revision it waits
+      -- for (its release was lost) or passed it; before that, its predecessor releases it.
+      AND (stage <> %(parked)s OR EXISTS (
+          SELECT 1 FROM document_states AS d
+          WHERE d.space = operations.space AND d.document_id = operations.document_id
+            AND d.revision >= operations.expected_revision))
     ORDER BY updated_at, operation_id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
