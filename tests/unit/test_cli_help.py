@@ -15,6 +15,8 @@ COMMANDS = [
     ["worker", "relay"],
     ["publish-plan"],
     ["status"],
+    ["resume"],
+    ["recover"],
     ["demo"],
     ["reconcile"],
 ]

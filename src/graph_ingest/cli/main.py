@@ -25,10 +25,22 @@ def _register() -> None:
     from graph_ingest.cli.demo import demo
     from graph_ingest.cli.operations import publish_plan, status
     from graph_ingest.cli.reconcile import reconcile
+    from graph_ingest.cli.recovery import recover, resume
     from graph_ingest.cli.stack import stack
     from graph_ingest.cli.worker import worker
 
-    for command in (stack, topics, db, worker, publish_plan, status, demo, reconcile):
+    for command in (
+        stack,
+        topics,
+        db,
+        worker,
+        publish_plan,
+        status,
+        resume,
+        recover,
+        reconcile,
+        demo,
+    ):
         cli.add_command(command)
 
 

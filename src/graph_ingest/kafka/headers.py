@@ -29,6 +29,8 @@ CONTENT_TYPE = "content-type"
 SEQUENCE = "sequence"
 STAGE = "stage"
 RELEASED = "released"
+# On a plan re-published from its stored frozen bytes: who did it (``resume`` or ``recover``).
+RESUMED = "resumed"
 # W3C Trace Context, as the producer of a plan may send it.
 TRACEPARENT = "traceparent"
 # The copy of a failed plan on a retry tier.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,11 +41,17 @@ class PlanFileError(GraphIngestError):
     code = StatusCode.INVALID_ARGUMENT
 
 
-def plan_message(plan: IngestionPlan, topic: str, *, value: bytes | None = None) -> OutboxMessage:
+def plan_message(
+    plan: IngestionPlan,
+    topic: str,
+    *,
+    value: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> OutboxMessage:
     """The Kafka message of a plan (also usable as an outbox row): verified, encoded, keyed.
 
     ``value`` may pass already-encoded bytes of this plan (e.g. the stored frozen plan) to avoid
-    re-encoding.
+    re-encoding. ``headers`` are added to the plan's own (which they cannot replace).
     """
     try:
         plan.verify_fingerprint()
@@ -58,6 +64,7 @@ def plan_message(plan: IngestionPlan, topic: str, *, value: bytes | None = None)
         key=plan.key.encode("utf-8"),
         value=encode_plan(plan) if value is None else value,
         headers={
+            **(headers or {}),
             kafka_headers.OPERATION_ID: plan.operation_id,
             kafka_headers.FINGERPRINT: plan.fingerprint,
             kafka_headers.CONTENT_TYPE: PLAN_CONTENT_TYPE,

@@ -6,13 +6,15 @@ The applier decides (domain logic); the store only reads and writes, inside one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
@@ -92,6 +94,18 @@ class RejectedMessage:
     error_class: str
     message: str
     operation_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryClaim:
+    """An operation a recoverer (or ``resume``) holds the lease of, with its frozen plan."""
+
+    operation: Operation
+    plan_bytes: bytes
+    claimed_by: str
+    lease_until: datetime
+    claims: int
+    """How often the operation has been claimed for recovery, this claim included."""
 
 
 class UnitOfWork(Protocol):
@@ -191,6 +205,39 @@ class OperationStore(Protocol):
         ...
 
 
+class RecoveryStore(Protocol):
+    """Leases on stranded operations, so that two recoverers never re-publish the same one.
+
+    A lease is taken in one short transaction and outlives it: the claim says "I am re-publishing
+    this plan; leave it alone until ``lease_until``". Lease times are the database's clock, the
+    one clock every recoverer shares."""
+
+    def claim_for_recovery(
+        self,
+        *,
+        stages: Collection[Stage],
+        older_than_s: float,
+        limit: int,
+        claimer: str,
+        lease_s: float,
+    ) -> list[RecoveryClaim]:
+        """Claim up to ``limit`` operations in ``stages``, unchanged for ``older_than_s``, whose
+        lease is free (never taken or expired) and that no retry is scheduled for in the future;
+        oldest (``updated_at``) first. A PARKED operation only once its document has reached
+        (or passed) the revision it waits for: before that, its predecessor's commit releases
+        it, and re-publishing it would only park it again. Rows another transaction holds locked (an applier at work,
+        another recoverer claiming) are skipped, not waited for."""
+
+    def claim_operation(
+        self, operation_id: str, *, stages: Collection[Stage], claimer: str, lease_s: float
+    ) -> RecoveryClaim | None:
+        """Take the lease of one operation if it is in ``stages``, whoever held it (an operator's
+        explicit resume); None if it does not exist or is in another stage."""
+
+    def release_recovery_claim(self, operation_id: str, claimer: str) -> bool:
+        """End ``claimer``'s lease early (its re-publish failed); False if it holds none."""
+
+
 __all__ = [
     "CommittedElements",
     "CommittedRevision",
@@ -198,6 +245,8 @@ __all__ = [
     "OperationEventEncoder",
     "OperationStore",
     "OutboxMessage",
+    "RecoveryClaim",
+    "RecoveryStore",
     "RegistryConflict",
     "RejectedMessage",
     "StoreError",

@@ -8,7 +8,7 @@ StoreUnavailable if PostgreSQL cannot be reached in ``connect_timeout_s``). Run
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,6 +18,7 @@ from psycopg_pool import ConnectionPool
 
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.settings import PostgresSettings
@@ -26,6 +27,7 @@ from graph_ingest.store import postgres_sql as sql
 from graph_ingest.store.base import (
     CommittedElements,
     OperationEventEncoder,
+    RecoveryClaim,
     RejectedMessage,
     StoreError,
     UnitOfWork,
@@ -168,6 +170,54 @@ class PostgresOperationStore:
         found = self._fetch_all(sql.CLAIMED_EDGES, rows.claimed_edge_columns(candidates))
         return {candidates[row["ord"] - 1] for row in found}
 
+    # -- recovery leases (RecoveryStore) ----------------------------------------------------
+    # Each call is its own transaction: the pooled connection commits when the block ends.
+
+    @translated
+    def claim_for_recovery(
+        self,
+        *,
+        stages: Collection[Stage],
+        older_than_s: float,
+        limit: int,
+        claimer: str,
+        lease_s: float,
+    ) -> list[RecoveryClaim]:
+        found = self._fetch_all(
+            sql.CLAIM_FOR_RECOVERY,
+            {
+                "stages": sorted(stage.value for stage in stages),
+                "parked": Stage.PARKED.value,
+                "older_than_s": float(older_than_s),
+                "limit": limit,
+                "claimer": claimer,
+                "lease_s": float(lease_s),
+            },
+        )
+        claims = [rows.recovery_claim_from_row(row) for row in found]
+        return sorted(
+            claims, key=lambda c: (c.operation.updated_at, c.operation.operation_id)
+        )  # RETURNING keeps no order
+
+    @translated
+    def claim_operation(
+        self, operation_id: str, *, stages: Collection[Stage], claimer: str, lease_s: float
+    ) -> RecoveryClaim | None:
+        row = self._fetch_one(
+            sql.CLAIM_OPERATION,
+            {
+                "operation_id": operation_id,
+                "stages": sorted(stage.value for stage in stages),
+                "claimer": claimer,
+                "lease_s": float(lease_s),
+            },
+        )
+        return None if row is None else rows.recovery_claim_from_row(row)
+
+    @translated
+    def release_recovery_claim(self, operation_id: str, claimer: str) -> bool:
+        return bool(self._fetch_all(sql.RELEASE_RECOVERY_CLAIM, (operation_id, claimer)))
+
     # -- plumbing ----------------------------------------------------------------------------
 
     def _require_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
@@ -183,7 +233,7 @@ class PostgresOperationStore:
             cur.execute(query, params)
             return cur.fetchall()
 
-    def _fetch_one(self, query: str, params: tuple[Any, ...]) -> DictRow | None:
+    def _fetch_one(self, query: str, params: tuple[Any, ...] | Mapping[str, Any]) -> DictRow | None:
         found = self._fetch_all(query, params)
         return found[0] if found else None
 

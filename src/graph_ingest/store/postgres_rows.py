@@ -11,7 +11,7 @@ from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.state import DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.store.base import CommittedElements, OutboxMessage, RejectedMessage
+from graph_ingest.store.base import CommittedElements, OutboxMessage, RecoveryClaim, RejectedMessage
 from graph_ingest.store.registry_rules import RegistryRow
 
 Row = Mapping[str, Any]
@@ -155,6 +155,17 @@ def operation_from_row(row: Row) -> Operation:
             "created_at": row["created_at"],
             "updated_at": row["updated_at"],
         }
+    )
+
+
+def recovery_claim_from_row(row: Row) -> RecoveryClaim:
+    """An operation row with ``plan_bytes`` and its ``recovery_*`` columns."""
+    return RecoveryClaim(
+        operation=operation_from_row(row),
+        plan_bytes=bytes(row["plan_bytes"]),
+        claimed_by=row["recovery_claimed_by"],
+        lease_until=row["recovery_lease_until"],
+        claims=row["recovery_claims"],
     )
 
 

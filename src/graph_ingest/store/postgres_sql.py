@@ -371,3 +371,61 @@ WHERE EXISTS (
       AND (d.space, d.document_id) <> (k.space, k.document_id)
 )
 """
+
+# -- recovery leases (own short transactions, outside a unit of work) ---------------------------
+
+_RECOVERY_RETURNING = (
+    "RETURNING "
+    + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
+    + ", o.plan_bytes, o.recovery_claimed_by, o.recovery_lease_until, o.recovery_claims"
+)
+
+# SKIP LOCKED: two recoverers claiming at once take disjoint rows, and neither waits for an
+# applier holding an operation. A row whose lease another recoverer committed after this
+# statement's snapshot is re-checked on the newest version (READ COMMITTED) and left out.
+CLAIM_FOR_RECOVERY = (
+    """
+WITH candidates AS (
+    SELECT operation_id
+    FROM operations
+    WHERE stage = ANY(%(stages)s::text[])
+      AND updated_at <= now() - make_interval(secs => %(older_than_s)s)
+      AND (recovery_lease_until IS NULL OR recovery_lease_until <= now())
+      AND (next_retry_at IS NULL OR next_retry_at <= now())
+      -- A PARKED operation is stranded only once its document has reached the revision it waits
+      -- for (its release was lost) or passed it; before that, its predecessor releases it.
+      AND (stage <> %(parked)s OR EXISTS (
+          SELECT 1 FROM document_states AS d
+          WHERE d.space = operations.space AND d.document_id = operations.document_id
+            AND d.revision >= operations.expected_revision))
+    ORDER BY updated_at, operation_id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE operations AS o
+SET recovery_claimed_by = %(claimer)s,
+    recovery_lease_until = now() + make_interval(secs => %(lease_s)s),
+    recovery_claims = o.recovery_claims + 1
+FROM candidates AS c
+WHERE o.operation_id = c.operation_id
+"""
+    + _RECOVERY_RETURNING
+)
+
+CLAIM_OPERATION = (
+    """
+UPDATE operations AS o
+SET recovery_claimed_by = %(claimer)s,
+    recovery_lease_until = now() + make_interval(secs => %(lease_s)s),
+    recovery_claims = o.recovery_claims + 1
+WHERE o.operation_id = %(operation_id)s AND o.stage = ANY(%(stages)s::text[])
+"""
+    + _RECOVERY_RETURNING
+)
+
+RELEASE_RECOVERY_CLAIM = """
+UPDATE operations
+SET recovery_lease_until = NULL
+WHERE operation_id = %s AND recovery_claimed_by = %s AND recovery_lease_until IS NOT NULL
+RETURNING operation_id
+"""

@@ -1,0 +1,243 @@
+"""`graph-ingest resume` and `graph-ingest recover`: take stranded operations up again."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from graph_ingest.cli.exit_codes import ExitCode, reports_errors
+from graph_ingest.settings import Settings
+
+if TYPE_CHECKING:  # the commands import lazily: --help stays fast
+    from graph_ingest.producers.recovery import Recovered, Recoverer, RecoveryReport
+    from graph_ingest.store.postgres import PostgresOperationStore
+
+_DURATION = re.compile(r"(?P<amount>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h|d)?")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """``30s``, ``5m``, ``2h``, ``1d``, ``250ms``, ``1h30m``, or plain seconds -> seconds."""
+    compact = text.strip().lower().replace(" ", "")
+    pos, total, parts = 0, 0.0, 0
+    while pos < len(compact):
+        match = _DURATION.match(compact, pos)
+        if match is None or match.end() == pos:
+            break
+        unit = match["unit"]
+        if unit is None and (parts or match.end() != len(compact)):
+            break  # a bare number (seconds) only alone: "1h30" is ambiguous
+        total += float(match["amount"]) * _UNIT_S[unit or "s"]
+        pos, parts = match.end(), parts + 1
+    if not compact or pos != len(compact):
+        raise ValueError(
+            f"{text!r} is not a duration: use a number with a unit, e.g. 30s, 5m, 2h, 1h30m"
+        )
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds -> the shortest of ``1d``, ``2h``, ``5m``, ``30s``, ``1.5s`` that is exact."""
+    for unit in ("d", "h", "m", "s"):
+        size = _UNIT_S[unit]
+        if seconds >= size and float(seconds / size).is_integer():
+            return f"{int(seconds / size)}{unit}"
+    return f"{seconds:g}s"
+
+
+class Duration(click.ParamType[float]):
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+# -- output ---------------------------------------------------------------------------------
+
+
+def item_json(item: Recovered) -> dict[str, Any]:
+    op = item.operation
+    return {
+        "operation_id": op.operation_id,
+        "space": op.space,
+        "document_id": op.document_id,
+        "stage": op.stage.value,
+        "updated_at": op.updated_at.isoformat(),
+        "action": item.action.value,
+        "claims": item.claims,
+        "error": None if item.error is None else item.error.model_dump(mode="json"),
+    }
+
+
+def report_json(report: RecoveryReport) -> dict[str, Any]:
+    from graph_ingest.producers.recovery import Action
+
+    return {
+        "claimed_by": report.claimed_by,
+        "older_than_s": report.older_than_s,
+        "limit": report.limit,
+        "lease_s": report.lease_s,
+        "operations": [item_json(item) for item in report.items],
+        "summary": {
+            "claimed": len(report.items),
+            **{action.value: report.count(action) for action in Action},
+        },
+    }
+
+
+def item_line(item: Recovered) -> str:
+    op = item.operation
+    line = (
+        f"{item.action.value:<8} {op.operation_id} {op.stage.value:<15} {op.space}/{op.document_id}"
+    )
+    if item.error is not None:
+        line += f": {item.error.code} {item.error.message}"
+    return line
+
+
+def summary_line(report: RecoveryReport) -> str:
+    from graph_ingest.producers.recovery import Action
+
+    scope = (
+        f"older than {format_duration(report.older_than_s)}, limit {report.limit}, "
+        f"lease {format_duration(report.lease_s)}"
+    )
+    if not report.items:
+        return f"recover: nothing to recover ({scope})"
+    counts = ", ".join(f"{report.count(a)} {a.value}" for a in Action)
+    return f"recover: {len(report.items)} claimed: {counts} ({scope}; by {report.claimed_by})"
+
+
+def exit_code(report: RecoveryReport) -> ExitCode:
+    from graph_ingest.producers.recovery import Action
+
+    if report.service_unavailable:
+        return ExitCode.UNAVAILABLE
+    if report.count(Action.FAILED) or report.count(Action.SKIPPED):
+        return ExitCode.ERROR
+    return ExitCode.OK
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+@contextmanager
+def _recoverer(settings: Settings) -> Iterator[tuple[Recoverer, PostgresOperationStore]]:
+    from graph_ingest.consumers.wiring import postgres_store
+    from graph_ingest.kafka.producer import KafkaProducer
+    from graph_ingest.producers.recovery import Recoverer
+
+    store = postgres_store(settings)
+    producer = KafkaProducer(settings.kafka, flush_timeout_s=settings.recovery.publish_timeout_s)
+    store.start()
+    try:
+        yield Recoverer(store, producer, settings.topics.plans, settings.recovery), store
+    finally:
+        producer.close()
+        store.close()
+
+
+@click.command("resume")
+@click.argument("operation_id")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@reports_errors
+def resume(operation_id: str, as_json: bool) -> None:
+    """Re-publish the stored frozen plan of operation OPERATION_ID to the plans topic.
+
+    The applier takes it up from where it stopped: FAILED, PARKED and DEAD_LETTERED start again
+    at PREPARED, GRAPH_APPLIED goes on at the state commit. The plan is not re-planned: the exact
+    bytes stored at first admission are sent again. Exit code 3 for an unknown operation; 5 for
+    a COMPLETED one (nothing to do) or a CONFLICT one (the plan is stale: replan).
+
+    \b
+    Example:
+      graph-ingest resume op_3f2a…
+    """
+    settings = Settings()
+    with _recoverer(settings) as (recoverer, store):
+        operation = store.get_operation(operation_id)
+        if operation is None:
+            click.echo(f"operation {operation_id} not found", err=True)
+            raise SystemExit(ExitCode.NOT_FOUND)
+        claim = recoverer.resume(operation)
+    op = claim.operation
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "operation_id": op.operation_id,
+                    "space": op.space,
+                    "document_id": op.document_id,
+                    "stage": op.stage.value,
+                    "action": "resumed",
+                    "topic": settings.topics.plans,
+                    "claims": claim.claims,
+                }
+            )
+        )
+    else:
+        click.echo(
+            f"resumed {op.operation_id} {op.stage.value} {op.space}/{op.document_id}: plan "
+            f"re-published to {settings.topics.plans}"
+        )
+
+
+@click.command("recover")
+@click.option(
+    "--older-than",
+    "older_than_s",
+    type=Duration(),
+    default=None,
+    metavar="DURATION",
+    help="Only operations unchanged for this long, e.g. 30s, 5m, 2h "
+    "[default: GRAPH_INGEST_RECOVERY__OLDER_THAN_S, 5m].",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Claim at most this many operations [default: GRAPH_INGEST_RECOVERY__LIMIT, 100].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@reports_errors
+def recover(older_than_s: float | None, limit: int | None, as_json: bool) -> None:
+    """Find operations that stopped short of COMPLETED and resume them, oldest first.
+
+    Scans PREPARED, GRAPH_APPLIED, STATE_COMMITTED, FAILED and PARKED operations, skipping those
+    with a retry scheduled in the future, and PARKED ones whose predecessor has not committed yet
+    (its commit releases them). DEAD_LETTERED ones wait for a DLQ replay or an explicit `resume`. Each one is claimed with a lease
+    (GRAPH_INGEST_RECOVERY__LEASE_S), so recoverers running at the same time never take the same
+    operation, and its stored plan is re-published. One that fails is reported and the others go
+    on. Exit code 0 when all went well, 1 when some failed, 4 when a service is unavailable.
+
+    \b
+    Examples:
+      graph-ingest recover --older-than 10m --limit 50
+      graph-ingest recover --json | jq '.summary'
+    """
+    settings = Settings()
+    recovery = settings.recovery
+    with _recoverer(settings) as (recoverer, _store):
+        report = recoverer.recover(
+            older_than_s=recovery.older_than_s if older_than_s is None else older_than_s,
+            limit=recovery.limit if limit is None else limit,
+        )
+    if as_json:
+        click.echo(json.dumps(report_json(report), indent=2))
+    else:
+        for item in report.items:
+            click.echo(item_line(item))
+        click.echo(summary_line(report))
+    raise SystemExit(exit_code(report))
