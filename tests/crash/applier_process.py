@@ -1,10 +1,13 @@
 """An applier process for crash tests: the real applier, halted at a chosen point so the test can
 SIGKILL it there. Settings come from the environment (GRAPH_INGEST_*), like a deployed worker.
 
-    python -m tests.crash.applier_process MARKER_FILE {after-graph-write|before-state-commit|none}
+    python -m tests.crash.applier_process MARKER_FILE \
+        {after-graph-write|before-state-commit|neo4j-down|none}
 
 ``after-graph-write``: the Neo4j transaction has committed, GRAPH_APPLIED is not yet recorded.
 ``before-state-commit``: GRAPH_APPLIED is recorded, the state transaction is open, not committed.
+``neo4j-down``: every graph write fails as if Neo4j were unreachable (the applier retries in place,
+its partitions paused, until it is stopped); MARKER_FILE is written at the first failure.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from graph_ingest.consumers.wiring import postgres_store, run_applier
 from graph_ingest.domain.mutation import Mutation
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.domain.state import DocumentState
+from graph_ingest.graph.errors import GraphUnavailable
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
@@ -42,6 +46,16 @@ class HaltAfterGraphWrite(Neo4jGraphWriter):
     def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None:
         super().apply(batch)
         halt(self._marker)
+
+
+class Neo4jDown(Neo4jGraphWriter):
+    def __init__(self, marker: Path, *args: Any) -> None:
+        super().__init__(*args)
+        self._marker = marker
+
+    def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None:
+        self._marker.write_text("failing")
+        raise GraphUnavailable("injected: Neo4j is down")
 
 
 class _HaltingUnitOfWork:
@@ -81,6 +95,8 @@ def main(marker: Path, mode: str) -> None:
         graph = HaltAfterGraphWrite(marker, settings.neo4j)
     elif mode == "before-state-commit":
         store = HaltBeforeStateCommit(marker, settings)
+    elif mode == "neo4j-down":
+        graph = Neo4jDown(marker, settings.neo4j)
     run_applier(settings, stop_on_signals(), store=store, graph=graph)
 
 

@@ -120,13 +120,8 @@ def test_partitions_assigned_during_an_in_place_retry_stay_paused(
         retry_max_backoff_s=4.0,
     )
     plans = [doc_v1(pipeline, f"doc-{i}") for i in range(600)]
-    # Given a healthy applier process owning every partition
-    other = start_applier(pipeline, tmp_path / "other.log")
-    processes.append(other)
-    pipeline.publish(*plans[:30])
-    wait_completed(pipeline, 30)
-    pipeline.publish(*plans[30:])
-    # and an applier whose Neo4j is down joining the group: it retries in place, paused
+    # Given two appliers of one group whose Neo4j is down: one in this process (to watch its
+    # memory), one a worker process; both retry their first batch in place, partitions paused
     writer = FailingWriter(pipeline.settings, StatusCode.UNAVAILABLE)
     writer.sick.set()
     store = postgres_store(pipeline.settings)
@@ -138,6 +133,15 @@ def test_partitions_assigned_during_an_in_place_retry_stay_paused(
         )
         thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
         thread.start()
+        marker = tmp_path / "other-failing"
+        other = subprocess.Popen(
+            [sys.executable, "-m", "tests.crash.applier_process", str(marker), "neo4j-down"],
+            cwd=REPO,
+            env={**os.environ, **pipeline.env()},
+            stdout=(tmp_path / "other.log").open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        processes.append(other)
         peak = [0]
         sampling = threading.Event()
 
@@ -149,11 +153,27 @@ def test_partitions_assigned_during_an_in_place_retry_stay_paused(
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         try:
-            wait_until(lambda: writer.failures >= 1, timeout_s=60, what="the first failed write")
-            # When the healthy one leaves, its partitions go to the paused one
+            wait_until(
+                lambda: len(worker._consumer.owned) < PARTITIONS and worker._consumer.owned,
+                timeout_s=60,
+                what="the group to share the partitions",
+            )
+            pipeline.publish(*plans)
+            wait_until(
+                lambda: writer.failures >= 1 and marker.exists(), timeout_s=60, what="both failing"
+            )
+            # When the worker process leaves, its partitions (and their backlog) go to the paused one
             other.send_signal(signal.SIGTERM)
-            assert other.wait(timeout=60) == 0
-            wait_until(lambda: writer.failures >= 4, timeout_s=60, what="four failed writes")
+            assert other.wait(timeout=60) == 0, (tmp_path / "other.log").read_text()[-3000:]
+            wait_until(
+                lambda: len(worker._consumer.owned) == PARTITIONS,
+                timeout_s=60,
+                what="every partition assigned to the paused applier",
+            )
+            failures = writer.failures
+            wait_until(
+                lambda: writer.failures >= failures + 2, timeout_s=60, what="two more retries"
+            )
             # Then what those partitions hold stays in Kafka, not in the paused worker's memory
             assert peak[0] <= 2 * pipeline.settings.applier.batch_max_plans
             # and once Neo4j is back, everything applies

@@ -22,7 +22,6 @@ __all__ = ["pg", "store"]
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-NOW = datetime.now(UTC)
 RECOVERABLE_STAGES = {
     Stage.PREPARED,
     Stage.GRAPH_APPLIED,
@@ -34,7 +33,7 @@ RESUMABLE_STAGES = RECOVERABLE_STAGES | {Stage.DEAD_LETTERED}
 
 
 def stored_op(n: int, stage: Stage, *, minutes_ago: float, **update: object) -> Operation:
-    at = NOW - timedelta(minutes=minutes_ago)
+    at = datetime.now(UTC) - timedelta(minutes=minutes_ago)  # at call time: suites run long
     return Operation.prepared(
         operation_id=f"op-{n:03d}",
         space="kb",
@@ -93,14 +92,15 @@ def test_claims_stranded_operations_oldest_first_within_the_limit(
 def test_leaves_alone_what_is_young_finished_dead_lettered_or_due_for_a_retry(
     store: PostgresOperationStore,
 ) -> None:
+    now = datetime.now(UTC)
     insert(
         store,
         stored_op(1, Stage.FAILED, minutes_ago=0.1),
         stored_op(2, Stage.COMPLETED, minutes_ago=30),
         stored_op(3, Stage.CONFLICT, minutes_ago=30),
         stored_op(4, Stage.DEAD_LETTERED, minutes_ago=30),
-        stored_op(5, Stage.FAILED, minutes_ago=30, next_retry_at=NOW + timedelta(minutes=5)),
-        stored_op(6, Stage.FAILED, minutes_ago=30, next_retry_at=NOW - timedelta(minutes=5)),
+        stored_op(5, Stage.FAILED, minutes_ago=30, next_retry_at=now + timedelta(minutes=5)),
+        stored_op(6, Stage.FAILED, minutes_ago=30, next_retry_at=now - timedelta(minutes=5)),
     )
 
     assert [c.operation.operation_id for c in claim(store)] == ["op-006"]
