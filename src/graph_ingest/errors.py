@@ -7,6 +7,8 @@ class GraphIngestError(Exception):
     """Root of every error graph-ingest raises on purpose; carries a status code."""
 
     code: StatusCode = StatusCode.INTERNAL
+    dependency: str | None = None
+    """The backing service an adapter's error is about ("postgres", "neo4j", "kafka"), if any."""
 
     def __init__(self, message: str, *, code: StatusCode | None = None) -> None:
         super().__init__(message)

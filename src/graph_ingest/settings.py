@@ -182,6 +182,14 @@ class ApplierSettings(_Section):
     poll_timeout_s: float = Field(default=0.5, gt=0)
     retry_initial_backoff_s: float = Field(default=0.5, gt=0)
     retry_max_backoff_s: float = Field(default=30.0, gt=0)
+    breaker_failure_threshold: int = Field(
+        default=3,
+        ge=1,
+        description="consecutive outage-class failures of a dependency that open its breaker",
+    )
+    breaker_probe_interval_s: float = Field(
+        default=1.0, gt=0, description="how often an open breaker probes its dependency"
+    )
     in_place_max_attempts: int = Field(
         default=3,
         ge=1,

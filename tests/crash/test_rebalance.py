@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from graph_ingest.consumers.applier import PlanApplier
 from graph_ingest.consumers.runtime import ApplierWorker
@@ -30,14 +31,23 @@ PARTITIONS = 6
 SECOND_APPLIER_STAGGER_S = 0.5
 
 
-def start_applier(pipeline: Pipeline, log: Path) -> subprocess.Popen[bytes]:
+def start_applier(pipeline: Pipeline, log: Path, name: str) -> subprocess.Popen[bytes]:
+    """A worker process whose group member shows ``name`` as its client id."""
     return subprocess.Popen(
         [sys.executable, "-m", "graph_ingest.cli.main", "worker", "applier"],
         cwd=REPO,
-        env={**os.environ, **pipeline.env()},
+        env={**os.environ, **pipeline.env(), "GRAPH_INGEST_KAFKA__CLIENT_ID": name},
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
     )
+
+
+def group_members(pipeline: Pipeline) -> set[str]:
+    """The client ids of the applier group's members."""
+    group = pipeline.settings.applier.group_id
+    admin = AdminClient(pipeline.settings.kafka.common_config())
+    described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+    return {member.client_id for member in described.members}
 
 
 def completed(pipeline: Pipeline) -> int:
@@ -72,18 +82,18 @@ def test_appliers_joining_and_leaving_a_busy_group_strand_no_message(
 
     # Given a backlog (the defect showed with 2,000 plans waiting and a second applier joining)
     pipeline.publish(*plans[:1500])
-    first = start_applier(pipeline, log)
+    first = start_applier(pipeline, log, "applier-1")
     processes.append(first)
     # When a second applier joins while the first takes its first batches (the revocation then
     # lands inside a poll that returns messages), and a third joins while plans keep coming.
     # The stagger is the scenario, not a synchronisation: the reported reproduction started the
     # second applier a moment after the first.
     time.sleep(SECOND_APPLIER_STAGGER_S)
-    second = start_applier(pipeline, log)
+    second = start_applier(pipeline, log, "applier-2")
     processes.append(second)
     publishing = publish_in_steps(1500, 2000)
     wait_completed(pipeline, 600)
-    processes.append(start_applier(pipeline, log))
+    processes.append(start_applier(pipeline, log, "applier-3"))
     publishing.join(timeout=120)
     # Then every plan completes while they all stay (a leave would hand a stranded partition to
     # a new owner and hide the defect)
@@ -94,11 +104,17 @@ def test_appliers_joining_and_leaving_a_busy_group_strand_no_message(
     assert first.wait(timeout=60) == 0, log.read_text()[-3000:]
     os.kill(second.pid, signal.SIGKILL)
     second.wait(timeout=30)
-    processes.append(start_applier(pipeline, log))
+    processes.append(start_applier(pipeline, log, "applier-4"))
     publishing.join(timeout=120)
     # Then every plan completes
     wait_completed(pipeline, len(plans))
-    # and once the survivors leave, every partition's committed offset is at its end
+    # and once the survivors leave (each has joined: a worker still starting has no SIGTERM
+    # handler yet), every partition's committed offset is at its end
+    wait_until(
+        lambda: group_members(pipeline) == {"applier-3", "applier-4"},
+        timeout_s=60,
+        what="the survivors, and only they, in the group",
+    )
     for survivor in processes[2:]:
         survivor.send_signal(signal.SIGTERM)
     for survivor in processes[2:]:

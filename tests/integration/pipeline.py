@@ -65,6 +65,7 @@ class FailingWriter(CountingWriter):
 
     def probe(self) -> None:
         if self.sick.is_set():
+            self.failures += 1
             raise GraphError("injected: the probe fails too", code=self.code)
         super().probe()
 

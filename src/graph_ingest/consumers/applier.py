@@ -132,6 +132,19 @@ class PlanApplier:
         self._graph = graph
         self._plans_topic = plans_topic
         self._clock = clock
+        self._probes: dict[str, Callable[[], None]] = {
+            "postgres": store.probe,
+            "neo4j": graph.probe,
+        }
+
+    @property
+    def dependencies(self) -> tuple[str, ...]:
+        """The services this applier writes to, by the names their errors carry."""
+        return tuple(self._probes)
+
+    def probe(self, dependency: str) -> None:
+        """Raise unless ``dependency`` answers a trivial transaction."""
+        self._probes[dependency]()
 
     def apply(
         self, messages: Sequence[PlanMessage], *, in_place_exhausted: bool = False
@@ -180,7 +193,7 @@ class PlanApplier:
 
     def _probe_dependencies(self, message: PlanMessage, cause: BaseException) -> None:
         """Raise DependencyUnhealthy unless PostgreSQL and Neo4j both answer a probe."""
-        for name, probe in (("PostgreSQL", self._store.probe), ("Neo4j", self._graph.probe)):
+        for name, probe in self._probes.items():
             try:
                 probe()
             except Exception as exc:

@@ -1,18 +1,20 @@
 """The applier's Kafka loop: poll a batch, apply it, commit offsets only after outcomes are durable.
 
-A batch the retry policy says to retry in place (``resilience.policy``) is retried with backoff
-while every owned partition is paused (the consumer keeps polling, so it stays in its group).
-After each wait, messages of partitions revoked meanwhile leave the batch: their next owner
-applies them, and this worker must not. SIGTERM (a set ``stop`` event) finishes the batch in
-hand, commits, and leaves the group.
+A batch the retry policy says to retry in place (``resilience.policy``) is retried while every
+owned partition is paused (the consumer keeps polling, so it stays in its group): with backoff,
+or, once a dependency's circuit breaker is open (``resilience.breaker``), as soon as a probe of
+that dependency answers. After each wait, messages of partitions revoked meanwhile leave the
+batch: their next owner applies them, and this worker must not. SIGTERM (a set ``stop`` event)
+finishes the batch in hand, commits, and leaves the group.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from graph_ingest.consumers.applier import Outcome, PlanApplier, Position
 from graph_ingest.consumers.batching import OffsetTracker, select_batch
@@ -20,7 +22,8 @@ from graph_ingest.consumers.consumer import Partition, PlanConsumer
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.resilience.backoff import backoff_delay
-from graph_ingest.resilience.classify import classify
+from graph_ingest.resilience.breaker import BreakerState, CircuitBreaker
+from graph_ingest.resilience.classify import classify, dependency_of
 from graph_ingest.resilience.policy import FailureScope, counts_towards_split, scope_of
 from graph_ingest.settings import Settings
 
@@ -43,6 +46,14 @@ class ApplierWorker:
         self._tracker = OffsetTracker()
         self._pending: list[PlanMessage] = []
         self._committed: dict[Partition, int] = {}
+        self._breakers = {
+            name: CircuitBreaker(
+                name,
+                failure_threshold=settings.applier.breaker_failure_threshold,
+                probe_interval_s=settings.applier.breaker_probe_interval_s,
+            )
+            for name in applier.dependencies
+        }
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -96,12 +107,18 @@ class ApplierWorker:
                     raise  # the applier isolates plan failures: one escaping it is a bug
                 attempt += 1
                 towards_split = towards_split + 1 if counts_towards_split(code) else 0
+                breaker = self._breaker_of(exc, code)
                 delay = backoff_delay(
                     attempt, settings.retry_initial_backoff_s, settings.retry_max_backoff_s
                 )
+                waiting = (
+                    f"probing {breaker.name} every {breaker.probe_interval_s:.1f}s"
+                    if breaker is not None and breaker.state is BreakerState.OPEN
+                    else f"retry in {delay:.1f}s"
+                )
                 log.log(
                     logging.ERROR if code in _LOUD else logging.WARNING,
-                    "batch of %d (first %s) failed with %s (%s: %s); retry %d in %.1fs, "
+                    "batch of %d (first %s) failed with %s (%s: %s); retry %d: %s, "
                     "partitions paused",
                     len(batch),
                     batch[0].context(),
@@ -109,29 +126,87 @@ class ApplierWorker:
                     type(exc).__name__,
                     exc,
                     attempt,
-                    delay,
+                    waiting,
                 )
-                if not self._paused_wait(delay, stop):
+                if breaker is not None and breaker.state is BreakerState.OPEN:
+                    waited = self._paused_wait(
+                        stop, until=functools.partial(self._answers, breaker)
+                    )
+                else:
+                    waited = self._paused_wait(stop, timeout_s=delay)
+                if not waited:
                     return None
                 batch = [m for m in batch if self._consumer.owns(m)]
                 if not batch:
                     log.info("every partition of the batch was revoked during the wait")
                     return {}
                 continue
+            self._close_breakers()
             self._tracker.done(batch)
             return outcomes
 
-    def _paused_wait(self, delay: float, stop: threading.Event) -> bool:
-        """Wait ``delay`` seconds polling with every owned partition paused (new ones too);
-        False if ``stop`` was set. Whatever still arrives joins the pending messages."""
+    # -- breakers --------------------------------------------------------------------------
+
+    def _breaker_of(self, exc: BaseException, code: StatusCode) -> CircuitBreaker | None:
+        """The breaker of the dependency an outage-class failure is about, told of it."""
+        if scope_of(code) is not FailureScope.DEPENDENCY:
+            return None
+        breaker = self._breakers.get(dependency_of(exc) or "")
+        if breaker is None:
+            return None
+        was = breaker.state
+        breaker.record_failure()
+        if breaker.state is BreakerState.OPEN and was is not BreakerState.OPEN:
+            log.warning(
+                "circuit breaker for %s open after %d consecutive failures: partitions paused, "
+                "probing it every %.1fs; nothing is failed or routed meanwhile",
+                breaker.name,
+                breaker.consecutive_failures,
+                breaker.probe_interval_s,
+            )
+        return breaker
+
+    def _answers(self, breaker: CircuitBreaker) -> bool:
+        """Probe ``breaker``'s dependency if a probe is due; True once one answers (half-open)."""
+        if not breaker.probe_due():
+            return False
+        try:
+            self._applier.probe(breaker.name)
+        except Exception as exc:
+            log.debug("probe of %s failed: %s", breaker.name, exc)
+            breaker.probed(answered=False)
+            return False
+        breaker.probed(answered=True)
+        log.info("%s answers a probe: trying the batch again (breaker half-open)", breaker.name)
+        return True
+
+    def _close_breakers(self) -> None:
+        for breaker in self._breakers.values():
+            if breaker.state is not BreakerState.CLOSED:
+                log.warning("circuit breaker for %s closed: consuming again", breaker.name)
+            breaker.record_success()
+
+    def _paused_wait(
+        self,
+        stop: threading.Event,
+        *,
+        timeout_s: float | None = None,
+        until: Callable[[], bool] = lambda: False,
+    ) -> bool:
+        """Wait with every owned partition paused (new ones too) until ``timeout_s`` passed or
+        ``until()`` holds, polling so the worker stays in its group; False if ``stop`` was set.
+        Whatever still arrives joins the pending messages."""
         self._consumer.pause_all()
         try:
-            deadline = time.monotonic() + delay
-            while (remaining := deadline - time.monotonic()) > 0:
-                if stop.is_set():
-                    return False
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            while not stop.is_set():
+                if until():
+                    return True
+                remaining = 0.5 if deadline is None else deadline - time.monotonic()
+                if remaining <= 0:
+                    return True
                 self._consume(min(remaining, 0.5), 0.0)
-            return not stop.is_set()
+            return False
         finally:
             self._consumer.resume_all()
 

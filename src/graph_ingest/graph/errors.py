@@ -7,6 +7,8 @@ from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 class GraphError(GraphIngestError):
     """Root of what the graph writer raises; ``code`` says how to treat it (DESIGN.md §5)."""
 
+    dependency = "neo4j"
+
 
 class GraphUnavailable(DependencyUnavailable, GraphError):
     """Neo4j could not be reached, or the connection broke (the commit outcome may be unknown).

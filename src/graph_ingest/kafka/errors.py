@@ -16,6 +16,8 @@ from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 class KafkaIngestError(GraphIngestError):
     """An error from Kafka (broker, client or admin), with the librdkafka code it came from."""
 
+    dependency = "kafka"
+
     def __init__(
         self,
         message: str,

@@ -17,6 +17,16 @@ def classify(exc: BaseException) -> StatusCode:
     return StatusCode.INTERNAL
 
 
+def dependency_of(exc: BaseException) -> str | None:
+    """The service an error is about: the first adapter error in ``exc`` and its causes."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, GraphIngestError) and seen.dependency is not None:
+            return seen.dependency
+        seen = seen.__cause__
+    return None
+
+
 def error_info(exc: BaseException) -> ErrorInfo:
     return ErrorInfo.quoting(classify(exc), type(exc).__name__, str(exc))
 

@@ -25,6 +25,8 @@ OperationEventEncoder = Callable[[Operation], bytes]
 class StoreError(GraphIngestError):
     """Raised by store adapters; driver errors are translated into this tree (with a code)."""
 
+    dependency = "postgres"
+
 
 class RegistryConflict(StoreError):
     """A registration would reassign a name to another node, or change a node's type.

@@ -55,8 +55,10 @@ class PostgresOperationStore:
 
     def start(self) -> None:
         """Open the connection pool and wait for its first connections (idempotent)."""
-        if self._pool is not None:
-            return
+        if self._pool is None:
+            self._pool = self._open_pool()
+
+    def _open_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
         s = self._settings
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             s.conninfo(),
@@ -75,8 +77,8 @@ class PostgresOperationStore:
         except BaseException:
             pool.close()
             raise
-        self._pool = pool
         log.info("postgres store: pool open on %s:%s schema=%s", s.host, s.port, s.schema_name)
+        return pool
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -92,9 +94,18 @@ class PostgresOperationStore:
         with translating(), pool.connection() as conn:
             yield PostgresUnitOfWork(conn, event_encoder=self._encode, operations_topic=self._topic)
 
-    @translated
     def probe(self) -> None:
-        self._fetch_all("SELECT 1", ())
+        """A fresh connection answers ``SELECT 1``; if the pool lost connections meanwhile, it is
+        replaced, so work resumes at once: the pool's own reconnection backs off exponentially
+        (1 s, 2 s, 4 s, ...), which after a long outage could keep a healthy server unused for
+        tens of seconds."""
+        pool = self._require_pool()
+        with translating(), psycopg.connect(self._settings.conninfo(), autocommit=True) as conn:
+            conn.execute("SELECT 1")
+        if pool.pop_stats().get("connections_errors", 0):
+            log.info("postgres store: the server answers again; replacing the connection pool")
+            self._pool = self._open_pool()  # raises, keeping the old pool, if it cannot
+            pool.close(timeout=0)
 
     # -- reads -------------------------------------------------------------------------------
 
