@@ -108,12 +108,13 @@ class ApplierWorker:
                 attempt += 1
                 towards_split = towards_split + 1 if counts_towards_split(code) else 0
                 breaker = self._breaker_of(exc, code)
+                open_breaker = breaker if breaker and breaker.state is BreakerState.OPEN else None
                 delay = backoff_delay(
                     attempt, settings.retry_initial_backoff_s, settings.retry_max_backoff_s
                 )
                 waiting = (
-                    f"probing {breaker.name} every {breaker.probe_interval_s:.1f}s"
-                    if breaker is not None and breaker.state is BreakerState.OPEN
+                    f"probing {open_breaker.name} every {open_breaker.probe_interval_s:.1f}s"
+                    if open_breaker is not None
                     else f"retry in {delay:.1f}s"
                 )
                 log.log(
@@ -128,9 +129,9 @@ class ApplierWorker:
                     attempt,
                     waiting,
                 )
-                if breaker is not None and breaker.state is BreakerState.OPEN:
+                if open_breaker is not None:
                     waited = self._paused_wait(
-                        stop, until=functools.partial(self._answers, breaker)
+                        stop, until=functools.partial(self._answers, open_breaker)
                     )
                 else:
                     waited = self._paused_wait(stop, timeout_s=delay)
