@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
+from typing import TypeVar
 
 import neo4j
 from neo4j import exceptions as neo4j_errors
@@ -34,6 +35,8 @@ from graph_ingest.settings import Neo4jSettings
 logger = logging.getLogger(__name__)
 
 _MAX_NAMED = 5
+
+T = TypeVar("T")
 
 
 class Neo4jGraphWriter:
@@ -154,12 +157,7 @@ class Neo4jGraphWriter:
 
         Tells a sick or unreachable database apart from a batch that fails on its own content.
         It merges one node labelled ``GraphIngestProbe`` (kept, so the probe stays a no-op)."""
-        driver = self._require_driver()
-        with (
-            _translated("probe"),
-            driver.session(database=self._settings.database) as session,
-        ):
-            session.execute_write(_probe)
+        self._managed(self._settings.database, "probe", _probe, write=True)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -174,12 +172,8 @@ class Neo4jGraphWriter:
             nodes, relationships = (int(tx.run(q).single(strict=True)["c"]) for q in queries)
             return nodes, relationships
 
-        driver = self._require_driver()
-        with (
-            _translated(f"count elements in {options.database}:{options.node_label}"),
-            driver.session(database=options.database) as session,
-        ):
-            return session.execute_read(count)
+        action = f"count elements in {options.database}:{options.node_label}"
+        return self._managed(options.database, action, count)
 
     def find_elements(
         self, options: GraphOptions, node_ids: Sequence[str], edge_keys: Sequence[EdgeKey]
@@ -206,12 +200,23 @@ class Neo4jGraphWriter:
                 found_edges.update(EdgeKey(**record.data()) for record in result)
             return found_nodes, found_edges
 
+        action = f"read elements in {options.database}:{options.node_label}"
+        return self._managed(options.database, action, read)
+
+    def _managed(
+        self,
+        database: str,
+        action: str,
+        work: Callable[[neo4j.ManagedTransaction], T],
+        *,
+        write: bool = False,
+    ) -> T:
+        """Run ``work`` in one managed transaction on ``database``, driver errors translated."""
         driver = self._require_driver()
-        with (
-            _translated(f"read elements in {options.database}:{options.node_label}"),
-            driver.session(database=options.database) as session,
-        ):
-            return session.execute_read(read)
+        with _translated(action), driver.session(database=database) as session:
+            if write:
+                return session.execute_write(work)
+            return session.execute_read(work)
 
     def _require_driver(self) -> neo4j.Driver:
         if self._driver is None:
