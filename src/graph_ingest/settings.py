@@ -7,6 +7,8 @@ changing a stack port moves the clients with it unless they are set explicitly.
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +197,23 @@ class ApplierSettings(_Section):
         ge=1,
         description="tries of a batch failing with INTERNAL, DEADLINE_EXCEEDED, ABORTED or "
         "RESOURCE_EXHAUSTED before it is split to find the plan that causes it",
+    )
+    max_internal_attempts: int = Field(
+        default=2,
+        ge=1,
+        description="deliveries of a plan failing alone with INTERNAL (a bug, ours or a "
+        "service's) before it goes to the DLQ instead of the next retry tier",
+    )
+    max_plan_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1,
+        description="a plan message larger than this goes to the DLQ undecoded (Kafka's default "
+        "message.max.bytes is about 1 MiB too)",
+    )
+    worker_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}",
+        min_length=1,
+        description="names this worker in failure records and degradation events",
     )
 
 

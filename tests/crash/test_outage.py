@@ -34,4 +34,4 @@ def test_applier_retries_in_place_through_an_outage(
     assert operation.attempts == 0
     assert Stage.FAILED not in operation.stage_times
     assert pipeline.graph_elements() == planned_elements(first, plan)
-    assert pipeline.sql("SELECT count(*) FROM rejected_messages") == [(0,)]
+    assert pipeline.sql("SELECT count(*) FROM failure_attempts") == [(0,)]

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from graph_ingest.consumers.applier import PlanApplier
 from graph_ingest.consumers.runtime import ApplierWorker
-from graph_ingest.consumers.wiring import postgres_store, started
+from graph_ingest.consumers.wiring import build_applier, postgres_store, started
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.waiting import wait_until
 from tests.integration.conftest import PipelineFactory
@@ -145,7 +144,7 @@ def test_partitions_assigned_during_an_in_place_retry_stay_paused(
     with started(store, writer):
         worker = ApplierWorker(
             pipeline.settings,
-            PlanApplier(store, writer, plans_topic=pipeline.settings.topics.plans),
+            build_applier(pipeline.settings, store, writer),
         )
         thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
         thread.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import uuid
@@ -27,8 +28,11 @@ from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.schemas.codec import decode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.stack.envvars import stack_env
+from graph_ingest.store import postgres_sql as sql
+from graph_ingest.store.base import DlqEntry
 from graph_ingest.store.migrate import migrate
 from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.postgres_rows import dlq_entry_from_row
 from graph_ingest.waiting import wait_until
 
 
@@ -70,8 +74,17 @@ class FailingWriter(CountingWriter):
         super().probe()
 
 
+# Short enough for a test to walk the whole ladder, long enough to tell the tiers apart.
+TEST_RETRY_DELAYS_S = (0.3, 0.6, 1.2)
+
+
 def isolated_settings(
-    base: Settings, *, schema_prefix: str = "t_", plan_partitions: int = 3, **applier: Any
+    base: Settings,
+    *,
+    schema_prefix: str = "t_",
+    plan_partitions: int = 3,
+    retry_delays_s: tuple[float, ...] = TEST_RETRY_DELAYS_S,
+    **applier: Any,
 ) -> Settings:
     tag = uuid.uuid4().hex[:10]
     return base.model_copy(
@@ -82,6 +95,7 @@ def isolated_settings(
                     "operations": f"t.{tag}.operations",
                     "plan_partitions": plan_partitions,
                     "operation_partitions": 3,
+                    "retry_delays_s": retry_delays_s,
                 }
             ),
             "postgres": base.postgres.model_copy(update={"schema_name": f"{schema_prefix}{tag}"}),
@@ -176,6 +190,7 @@ class Pipeline:
             **stack_env(s),
             "GRAPH_INGEST_TOPICS__PLANS": s.topics.plans,
             "GRAPH_INGEST_TOPICS__OPERATIONS": s.topics.operations,
+            "GRAPH_INGEST_TOPICS__RETRY_DELAYS_S": json.dumps(list(s.topics.retry_delays_s)),
             "GRAPH_INGEST_POSTGRES__SCHEMA_NAME": s.postgres.schema_name,
             "GRAPH_INGEST_APPLIER__GROUP_ID": s.applier.group_id,
         }
@@ -200,6 +215,20 @@ class Pipeline:
             return operation if operation and operation.stage is stage else None
 
         return wait_until(reached, timeout_s=timeout_s, what=f"{operation_id} to reach {stage}")
+
+    def dlq_entries(self, count: int, timeout_s: float = 60) -> list[DlqEntry]:
+        """The DLQ index once it holds at least ``count`` entries, in the order they arrived."""
+
+        def enough() -> list[DlqEntry] | None:
+            rows = self.sql(
+                f"SELECT {sql.DLQ_ENTRY_COLUMNS} FROM dlq_entries "
+                "ORDER BY dead_lettered_at, original_offset NULLS LAST, dlq_id"
+            )
+            names = [name.strip() for name in sql.DLQ_ENTRY_COLUMNS.split(",")]
+            entries = [dlq_entry_from_row(dict(zip(names, row, strict=True))) for row in rows]
+            return entries if len(entries) >= count else None
+
+        return wait_until(enough, timeout_s=timeout_s, what=f"{count} DLQ entries")
 
     def graph_elements(self) -> tuple[set[str], set[EdgeKey]]:
         label = self.graph.node_label

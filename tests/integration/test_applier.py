@@ -7,8 +7,7 @@ from graph_ingest.domain.mutation import EdgeUpsert, Mutation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
-from graph_ingest.schemas.codec import encode_plan
-from graph_ingest.waiting import wait_until
+from graph_ingest.schemas.codec import decode_dlq_envelope, encode_plan
 from tests.integration.pipeline import Pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -112,7 +111,7 @@ def test_republishing_a_plan_changes_nothing(pipeline: Pipeline) -> None:
     assert pipeline.store.get_document_state("it", "doc-1").revision == 1  # type: ignore[union-attr]
 
 
-def test_same_operation_id_with_another_plan_is_rejected(pipeline: Pipeline) -> None:
+def test_same_operation_id_with_another_plan_goes_to_the_dlq(pipeline: Pipeline) -> None:
     pipeline.start_applier()
     plan = doc_v1(pipeline)
     pipeline.publish(plan)
@@ -132,14 +131,10 @@ def test_same_operation_id_with_another_plan_is_rejected(pipeline: Pipeline) -> 
     assert impostor.operation_id == plan.operation_id
     assert impostor.fingerprint != plan.fingerprint
     pipeline.publish(impostor)
-    # Then it is rejected with its bytes kept, and nothing changed
-    rows = wait_until(
-        lambda: pipeline.sql("SELECT code, operation_id, message_value FROM rejected_messages"),
-        timeout_s=60,
-        what="the rejection",
-    )
-    assert [(code, op) for code, op, _ in rows] == [("ALREADY_EXISTS", plan.operation_id)]
-    assert bytes(rows[0][2]) == encode_plan(impostor)
+    # Then it goes to the DLQ with its bytes kept, and nothing changed
+    (entry,) = pipeline.dlq_entries(1)
+    assert (entry.code, entry.operation_id) == ("ALREADY_EXISTS", impostor.operation_id)
+    assert decode_dlq_envelope(entry.envelope).original_value == encode_plan(impostor)
     assert pipeline.writer.mutations_written == 1
     assert pipeline.graph_elements() == planned_elements(plan)
     assert pipeline.store.get_operation(plan.operation_id).fingerprint == plan.fingerprint  # type: ignore[union-attr]
@@ -214,7 +209,7 @@ def test_a_plan_ahead_of_the_document_parks_until_its_predecessor_commits(
     assert pipeline.store.get_document_state("it", "doc-1").revision == 2  # type: ignore[union-attr]
 
 
-def test_undecodable_and_tampered_plans_are_recorded_and_do_not_wedge_the_partition(
+def test_undecodable_and_tampered_plans_go_to_the_dlq_and_do_not_wedge_the_partition(
     pipeline: Pipeline,
 ) -> None:
     pipeline.start_applier()
@@ -228,21 +223,9 @@ def test_undecodable_and_tampered_plans_are_recorded_and_do_not_wedge_the_partit
     pipeline.publish_raw(key, encode_plan(tampered))
     pipeline.publish(good)
     pipeline.wait_stage(good.operation_id, Stage.COMPLETED)
-    rows = wait_until(
-        lambda: (
-            (
-                r := pipeline.sql(
-                    'SELECT code, message_value FROM rejected_messages ORDER BY "offset"'
-                )
-            )
-            and len(r) == 2
-            and r
-        ),
-        timeout_s=30,
-        what="two rejections",
-    )
-    assert [code for code, _ in rows] == ["INVALID_ARGUMENT", "DATA_LOSS"]
-    assert bytes(rows[0][1]) == b"\x00not avro at all"
+    entries = pipeline.dlq_entries(2)
+    assert [e.code for e in entries] == ["INVALID_ARGUMENT", "DATA_LOSS"]
+    assert decode_dlq_envelope(entries[0].envelope).original_value == b"\x00not avro at all"
     assert pipeline.store.get_operation(tampered.operation_id) is None
 
 
@@ -273,7 +256,7 @@ def test_a_plan_that_cannot_apply_is_isolated_and_the_rest_of_the_batch_goes_on(
     pipeline.start_applier()
     for plan in good:
         pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
-    failed = pipeline.wait_stage(broken.operation_id, Stage.FAILED)
+    failed = pipeline.wait_stage(broken.operation_id, Stage.DEAD_LETTERED)
     assert failed.last_error is not None
     assert failed.last_error.code == "FAILED_PRECONDITION"
     assert "ghost" in failed.last_error.message
@@ -316,7 +299,7 @@ def test_an_edge_to_a_node_only_a_later_plan_creates_fails_as_it_does_alone(
     pipeline.wait_stage(node_after.operation_id, Stage.COMPLETED)
     failed = pipeline.store.get_operation(edge_first.operation_id)
     assert failed is not None
-    assert failed.stage is Stage.FAILED
+    assert failed.stage is Stage.DEAD_LETTERED
     assert failed.last_error is not None
     assert failed.last_error.code == "FAILED_PRECONDITION"
     assert "does not exist" in failed.last_error.message
@@ -369,7 +352,7 @@ def test_a_node_delete_that_a_later_edge_delete_would_allow_fails_as_it_does_alo
     pipeline.wait_stage(unlink.operation_id, Stage.COMPLETED)
     failed = pipeline.store.get_operation(delete_carol.operation_id)
     assert failed is not None
-    assert failed.stage is Stage.FAILED
+    assert failed.stage is Stage.DEAD_LETTERED
     assert failed.last_error is not None
     assert failed.last_error.code == "FAILED_PRECONDITION"
     assert "still have relationships" in failed.last_error.message

@@ -18,7 +18,12 @@ from graph_ingest.demo.samples import Entity, sample_plan
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.schemas.codec import encode_plan, read_single_object, write_single_object
+from graph_ingest.schemas.codec import (
+    decode_dlq_envelope,
+    encode_plan,
+    read_single_object,
+    write_single_object,
+)
 from graph_ingest.schemas.registry import BUNDLED, PLAN
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
@@ -41,24 +46,10 @@ def reencoded(plan: IngestionPlan, change: Any) -> bytes:
     return write_single_object(BUNDLED.current(PLAN), record)
 
 
-def rejected_rows(pipeline: Pipeline, count: int) -> list[tuple[Any, ...]]:
-    query = 'SELECT code, message_value, operation_id FROM rejected_messages ORDER BY "offset"'
-
-    def enough() -> list[tuple[Any, ...]] | None:
-        rows = pipeline.sql(query)
-        return rows if len(rows) >= count else None
-
-    return wait_until(
-        enough,
-        timeout_s=60,
-        what=f"{count} rejected messages",
-    )
-
-
 # -- items 1 and 2: hostile input is poison, never the worker's death ---------------------------
 
 
-def test_input_that_breaks_third_party_code_or_postgres_text_is_rejected_and_the_rest_applies(
+def test_input_that_breaks_third_party_code_or_postgres_text_goes_to_the_dlq_and_the_rest_applies(
     pipeline: Pipeline,
 ) -> None:
     good = doc_v1(pipeline)
@@ -85,10 +76,14 @@ def test_input_that_breaks_third_party_code_or_postgres_text_is_rejected_and_the
     pipeline.publish(good)
     # Then the good plan behind them completes: the worker lived through all of them
     pipeline.wait_stage(good.operation_id, Stage.COMPLETED)
-    rows = rejected_rows(pipeline, 4)
-    assert [bytes(value) for _, value, _ in rows] == [*poison, b"\x01 not avro"]
-    assert {code for code, _, _ in rows} == {"INVALID_ARGUMENT"}
-    assert rows[-1][2] == "op-\\x00-header"  # what it says about itself, made storable
+    entries = pipeline.dlq_entries(4)
+    envelopes = [decode_dlq_envelope(e.envelope) for e in entries]
+    assert [e.original_value for e in envelopes] == [*poison, b"\x01 not avro"]
+    assert {e.code for e in entries} == {"INVALID_ARGUMENT"}
+    # what it says about itself is kept as it was sent, and made storable where it is quoted
+    assert ("operation_id", b"op-\x00-header") in [
+        (h.key, h.value) for h in envelopes[-1].original_headers
+    ]
 
 
 # -- item 5: whatever the state commit would refuse is refused before the graph write -----------
@@ -100,7 +95,7 @@ def with_node_id(plan: IngestionPlan, old: str, new: str) -> IngestionPlan:
 
 
 @pytest.mark.parametrize("same_batch", [True, False], ids=["same-batch", "later-batch"])
-def test_a_registry_conflict_fails_the_plan_before_its_graph_write(
+def test_a_registry_conflict_dead_letters_the_plan_before_its_graph_write(
     pipeline: Pipeline, same_batch: bool
 ) -> None:
     doc_a = sample_plan("it", "doc-a", "Ada.", [ADA], [], graph=pipeline.graph)
@@ -119,7 +114,7 @@ def test_a_registry_conflict_fails_the_plan_before_its_graph_write(
         pipeline.wait_stage(doc_a.operation_id, Stage.COMPLETED)
         pipeline.publish(doc_b)
     pipeline.wait_stage(doc_a.operation_id, Stage.COMPLETED)
-    failed = pipeline.wait_stage(doc_b.operation_id, Stage.FAILED)
+    failed = pipeline.wait_stage(doc_b.operation_id, Stage.DEAD_LETTERED)
     assert failed.last_error is not None
     assert failed.last_error.code == StatusCode.FAILED_PRECONDITION
     assert "registry conflict" in failed.last_error.message
@@ -144,9 +139,13 @@ def test_a_plan_that_always_times_out_is_isolated_after_bounded_retries_and_the_
     pipeline.start_applier(writer)
     for plan in plans:
         pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
-    failed = pipeline.wait_stage(oversized.operation_id, Stage.FAILED)
+    # It walks the retry ladder (each hop applies it alone again), then reaches the DLQ
+    failed = pipeline.wait_stage(oversized.operation_id, Stage.DEAD_LETTERED)
     assert failed.last_error is not None
     assert failed.last_error.code == StatusCode.DEADLINE_EXCEEDED
+    (entry,) = pipeline.dlq_entries(1)
+    tiers = [a.tier for a in decode_dlq_envelope(entry.envelope).attempts]
+    assert tiers == [None, 0, 1, 2]
     assert pipeline.graph_elements() == planned_elements(*plans)
 
 
@@ -163,7 +162,7 @@ def test_a_sick_database_fails_no_plan_and_the_backlog_applies_once_it_recovers(
     # every plan
     wait_until(lambda: writer.failures >= 15, timeout_s=60, what="15 failed writes or probes")
     assert pipeline.sql("SELECT count(*) FROM operations WHERE stage = 'FAILED'") == [(0,)]
-    assert pipeline.sql("SELECT count(*) FROM rejected_messages") == [(0,)]
+    assert pipeline.sql("SELECT count(*) FROM failure_attempts") == [(0,)]
     writer.sick.clear()
     for plan in plans:
         done = pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
@@ -215,7 +214,7 @@ def test_revoked_privileges_pause_the_applier_without_failing_a_plan(
         )
         # Then no plan is failed for it
         assert pipeline.sql("SELECT count(*) FROM operations WHERE stage = 'FAILED'") == [(0,)]
-        assert pipeline.sql("SELECT count(*) FROM rejected_messages") == [(0,)]
+        assert pipeline.sql("SELECT count(*) FROM failure_attempts") == [(0,)]
         # and once the right is back, the plans complete
         pipeline.execute(f'GRANT INSERT, UPDATE ON document_states TO "{role}"')
         for plan in later:

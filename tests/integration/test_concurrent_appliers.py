@@ -15,6 +15,7 @@ import pytest
 
 from graph_ingest.consumers.applier import Outcome, PlanApplier
 from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.wiring import build_applier
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.errors import GraphIngestError
@@ -81,7 +82,7 @@ def applier(pipeline: Pipeline) -> Iterator[tuple[PlanApplier, HookedStore, Coun
     store.start()
     writer.start()
     try:
-        yield PlanApplier(store, writer, plans_topic=pipeline.settings.topics.plans), store, writer
+        yield build_applier(pipeline.settings, store, writer), store, writer
     finally:
         writer.close()
         store.close()

@@ -14,6 +14,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.error_detail import (
+    ErrorContext,
+    ErrorDetail,
+    RetryAdvice,
+    RetryStrategy,
+)
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
@@ -27,10 +34,11 @@ from graph_ingest.domain.state import (
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.settings import PostgresSettings, Settings
 from graph_ingest.store.base import (
+    DlqEntry,
+    FailureAttempt,
     NewOperation,
     OutboxMessage,
     RegistryConflict,
-    RejectedMessage,
     StoreError,
 )
 from graph_ingest.store.migrate import available_migrations, migrate
@@ -472,7 +480,7 @@ def test_registry_concurrent_new_name_for_two_nodes(
     assert registry(pg) == {("Person", "wang wu"): ("Wang Wu", "n5", [])}
 
 
-# -- parked, outbox, rejected --------------------------------------------------------------------
+# -- parked, outbox, failures, DLQ --------------------------------------------------------------------
 
 
 def test_parked_behind_returns_parked_operations_with_their_plans(
@@ -508,29 +516,79 @@ def test_enqueue_keeps_order_and_columns(
     assert query(pg, "SELECT count(*) FROM outbox WHERE published_at IS NULL") == [(2,)]
 
 
-def test_record_rejected_is_idempotent_and_lists_newest_first(
+def failure(source: tuple[str, int, int] | None, attempt: int, op: str | None) -> FailureAttempt:
+    detail = ErrorDetail.create(
+        trace_id="ab" * 16,
+        code=StatusCode.DEADLINE_EXCEEDED,
+        error_class="GraphError",
+        message=f"attempt {attempt}: \x00 quoted",
+        context=ErrorContext(worker_id="w-1", code_version="0.1.0"),
+        retry=RetryAdvice(retryable=True, attempts_left=2, strategy=RetryStrategy.NEXT_TIER),
+    )
+    return FailureAttempt(
+        source=source,
+        operation_id=op,
+        attempt=attempt,
+        tier=None,
+        routed_to="TIER",
+        at=T0,
+        detail=detail,
+    )
+
+
+def test_a_failure_is_recorded_once_per_source_message_and_read_back_in_attempt_order(
     store: PostgresOperationStore,
 ) -> None:
-    def rejected(offset: int, message: str) -> RejectedMessage:
-        return RejectedMessage(
-            topic="plans",
-            partition=3,
-            offset=offset,
-            key=b"k",
-            value=None if offset == 2 else b"\x00raw",
-            code=StatusCode.DATA_LOSS,
-            error_class="FingerprintMismatch",
-            message=message,
-            operation_id="op-1" if offset == 1 else None,
-        )
+    second, first = (
+        failure(("plans.retry.1s", 0, 7), 2, "op-1"),
+        failure(("plans", 0, 3), 1, "op-1"),
+    )
+    follower = failure(None, 3, "op-1")
+    with store.unit_of_work() as uow:
+        assert uow.record_failure(second)
+        assert uow.record_failure(first)
+        assert uow.record_failure(follower)
+        assert uow.record_failure(failure(None, 4, "op-1"))  # no source: never a duplicate
+    with store.unit_of_work() as uow:
+        # a redelivered message (its offset was not committed) is not recorded again
+        assert not uow.record_failure(failure(("plans", 0, 3), 1, "op-1"))
+        history = uow.failure_history("op-1")
+        assert uow.failure_history("op-other") == []
+    assert [f.attempt for f in history] == [1, 2, 3, 4]
+    assert history[:3] == [first, second, follower]
 
+
+def dlq_entry(dlq_id: str, status: DlqStatus, message: str) -> DlqEntry:
+    return DlqEntry(
+        dlq_id=dlq_id,
+        status=status,
+        operation_id="op-1",
+        fingerprint=None,
+        space=SPACE,
+        document_id="d",
+        code=StatusCode.INVALID_ARGUMENT,
+        error_class="PlanDecodeError",
+        message=message,
+        parked_behind=None,
+        original_topic="plans",
+        original_partition=None,
+        original_offset=None,
+        attempts=1,
+        dead_lettered_at=T0,
+        envelope=b"\x00\xffenvelope",
+    )
+
+
+def test_dlq_entries_are_inserted_replaced_and_read_locked(store: PostgresOperationStore) -> None:
+    pending = dlq_entry("dlq-a", DlqStatus.PENDING_REVIEW, "bad")
     with store.unit_of_work() as uow:
-        uow.record_rejected([rejected(1, "first"), rejected(1, "duplicate in call")])
-        uow.record_rejected([rejected(2, "second")])
+        uow.put_dlq_entries([pending, dlq_entry("dlq-b", DlqStatus.RESOLVED, "old")])
+        uow.put_dlq_entries([])
+    replayed = dlq_entry("dlq-a", DlqStatus.REPLAYED, "bad again")
     with store.unit_of_work() as uow:
-        uow.record_rejected([rejected(1, "redelivered")])
-    assert store.list_rejected() == [rejected(2, "second"), rejected(1, "first")]
-    assert store.list_rejected(limit=1) == [rejected(2, "second")]
+        uow.put_dlq_entries([replayed])
+        found = uow.dlq_entries(["dlq-a", "dlq-missing", "dlq-a"])
+    assert found == {"dlq-a": replayed}
 
 
 # -- batches -------------------------------------------------------------------------------------

@@ -13,11 +13,21 @@ def worker() -> None:
 
 
 @worker.command("applier")
+@click.option(
+    "--relay/--no-relay",
+    default=True,
+    show_default=True,
+    help="Also run an outbox relay in this process (one active per schema, the others stand "
+    "by). --no-relay when relays run as their own processes.",
+)
 @reports_errors
-def applier() -> None:
-    """Apply frozen plans from the plans topic to Neo4j and PostgreSQL.
+def applier(relay: bool) -> None:
+    """Apply frozen plans from the plans topic and its retry tiers to Neo4j and PostgreSQL.
 
-    Run several (same GRAPH_INGEST_APPLIER__GROUP_ID) to share the partitions.
+    One process is a complete pipeline: it consumes the plans topic and every retry tier
+    (ingestion.plans.retry.1s, .5s, .30s), routes failures to the next tier or the DLQ, and
+    publishes the outbox. Run several (same GRAPH_INGEST_APPLIER__GROUP_ID) to share the
+    partitions.
 
     \b
     Example:
@@ -25,7 +35,7 @@ def applier() -> None:
     """
     from graph_ingest.consumers.wiring import run_applier
 
-    run_applier(Settings(), stop_on_signals())
+    run_applier(Settings(), stop_on_signals(), relay=relay)
 
 
 @worker.command("relay")

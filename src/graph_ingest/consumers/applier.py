@@ -27,28 +27,29 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from graph_ingest.consumers.admission import Verdict, conflict_reason, decide
+from graph_ingest.consumers.admission import Verdict, binding_mismatch, conflict_reason, decide
 from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.routing import Failure, FailureRouter, Ladder
+from graph_ingest.dlq.entries import dlq_message, with_status
+from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.plan import IngestionPlan
-from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage
+from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.graph.base import GraphWriter
+from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.resilience.classify import classify, error_info
 from graph_ingest.resilience.policy import (
     BatchAction,
     LonePlanAction,
+    RouteKind,
     batch_action,
     lone_plan_action,
 )
-from graph_ingest.store.base import (
-    NewOperation,
-    OperationStore,
-    OutboxMessage,
-    RejectedMessage,
-    UnitOfWork,
-)
+from graph_ingest.schemas.codec import decode_plan
+from graph_ingest.store.base import NewOperation, OperationStore, UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,11 @@ class Outcome(StrEnum):
     DUPLICATE = "DUPLICATE"
     CONFLICT = "CONFLICT"
     PARKED = "PARKED"
-    REJECTED = "REJECTED"
-    FAILED = "FAILED"
+    RETRYING = "RETRYING"  # copied to the next retry tier
+    DEAD_LETTERED = "DEAD_LETTERED"
+
+
+_OUTCOME_OF_ROUTE = {RouteKind.TIER: Outcome.RETRYING, RouteKind.DLQ: Outcome.DEAD_LETTERED}
 
 
 _OUTCOME_OF_VERDICT = {
@@ -125,13 +129,16 @@ class PlanApplier:
         store: OperationStore,
         graph: GraphWriter,
         *,
-        plans_topic: str,
+        ladder: Ladder,
+        worker_id: str,
         clock: Clock = _utc_now,
     ) -> None:
         self._store = store
         self._graph = graph
-        self._plans_topic = plans_topic
+        self._plans_topic = ladder.plans_topic
+        self._dlq_topic = ladder.dlq_topic
         self._clock = clock
+        self._router = FailureRouter(ladder, worker_id=worker_id, clock=clock)
         self._probes: dict[str, Callable[[], None]] = {
             "postgres": store.probe,
             "neo4j": graph.probe,
@@ -158,7 +165,7 @@ class PlanApplier:
         outcomes: dict[Position, Outcome] = {}
         poison = [m for m in messages if m.plan is None]
         if poison:
-            self._reject(poison, outcomes)
+            self._dead_letter_poison(poison, outcomes)
         plans = [m for m in messages if m.plan is not None]
         if plans:
             self._apply_isolating(plans, outcomes, in_place_exhausted)
@@ -208,34 +215,25 @@ class PlanApplier:
         exc: BaseException,
         outcomes: dict[Position, Outcome],
     ) -> None:
-        """A plan that cannot apply: record the error on its operation and keep its bytes."""
-        assert message.plan is not None
-        info = error_info(exc)
-        log.error("%s cannot apply: %s %s", message.context(), info.code, info.message)
-        now = self._clock()
+        """A plan failed alone: route it to the next retry tier or the DLQ (``routing``)."""
+        plan = message.plan
+        assert plan is not None
         with self._store.unit_of_work() as uow:
-            operation = uow.lock_operations([message.plan.operation_id]).get(
-                message.plan.operation_id
-            )
-            if operation is not None and not operation.stage.is_terminal:
-                if Stage.FAILED in LEGAL_TRANSITIONS[operation.stage]:
-                    operation = operation.transition(Stage.FAILED, now, info)
-                else:
-                    operation = operation.with_error(info, now)
-                uow.save_operations([operation])
-            uow.record_rejected([_rejected(message, info)])
-        outcomes[message.position] = Outcome.FAILED
+            uow.lock_documents([(plan.space, plan.document_id)])
+            operation = uow.lock_operations([plan.operation_id]).get(plan.operation_id)
+            owned = operation if operation and not binding_mismatch(operation, plan) else None
+            kind = self._router.route(uow, Failure(message, error_info(exc), owned))
+        outcomes[message.position] = _OUTCOME_OF_ROUTE[kind]
 
-    def _reject(self, messages: Sequence[PlanMessage], outcomes: dict[Position, Outcome]) -> None:
-        rejected = []
-        for message in messages:
-            assert message.error is not None
-            info = error_info(message.error)
-            log.error("%s rejected: %s %s", message.context(), info.code, info.message)
-            rejected.append(_rejected(message, info))
-            outcomes[message.position] = Outcome.REJECTED
+    def _dead_letter_poison(
+        self, messages: Sequence[PlanMessage], outcomes: dict[Position, Outcome]
+    ) -> None:
+        """Messages that never decoded go to the DLQ at once, raw bytes kept."""
         with self._store.unit_of_work() as uow:
-            uow.record_rejected(rejected)
+            for message in messages:
+                assert message.error is not None
+                failure = Failure(message, error_info(message.error), None)
+                outcomes[message.position] = _OUTCOME_OF_ROUTE[self._router.route(uow, failure)]
 
     # -- the three steps -------------------------------------------------------------------
 
@@ -276,17 +274,15 @@ class PlanApplier:
         operations = uow.lock_operations([p.operation_id for _, p in plans])
         revisions = uow.document_revisions([(p.space, p.document_id) for _, p in plans])
         admitted: list[_Work] = []
-        rejected: list[RejectedMessage] = []
         repaired = []
         for message, plan in plans:
             work = _Work(message, plan, operations[plan.operation_id], [])
             admission = decide(work.operation, plan, revisions.get(work.document))
             verdict = admission.verdict
-            if verdict is Verdict.REJECT:
+            if verdict is Verdict.REJECT:  # the operation is another plan's: not this one's to move
                 assert admission.reason is not None
-                log.error("%s rejected: %s", message.context(), admission.reason.message)
-                rejected.append(_rejected(message, admission.reason))
-                outcomes[message.position] = Outcome.REJECTED
+                kind = self._router.route(uow, Failure(message, admission.reason, None))
+                outcomes[message.position] = _OUTCOME_OF_ROUTE[kind]
                 continue
             if verdict is Verdict.CONFLICT and admission.reason is not None:
                 log.warning("%s conflict: %s", message.context(), admission.reason.message)
@@ -299,8 +295,6 @@ class PlanApplier:
         uow.save_operations([op for w in admitted for op in w.flush_changes()])
         if repaired:
             uow.ensure_history(repaired)
-        if rejected:
-            uow.record_rejected(rejected)
         return [w for w in admitted if w.message.position not in outcomes]
 
     def _write_graph(self, admitted: list[_Work]) -> None:
@@ -365,35 +359,32 @@ class PlanApplier:
         self._release_parked(uow, [w.plan for w in committed])
 
     def _release_parked(self, uow: UnitOfWork, committed: list[IngestionPlan]) -> None:
-        """Re-publish plans that were waiting for these revisions; they re-enter the applier."""
+        """Re-publish plans that were waiting for these revisions; they re-enter the applier.
+        Those that had followed their predecessor to the DLQ leave it (status REPLAYED)."""
         waiting = uow.parked_behind(
             [(p.space, p.document_id, p.next_state.revision) for p in committed]
         )
         if not waiting:
             return
+        followers = uow.dlq_entries(
+            [op.dlq_id for op, _ in waiting if op.stage is Stage.DEAD_LETTERED and op.dlq_id]
+        )
+        released = [
+            with_status(entry, DlqStatus.REPLAYED, f"released: {entry.parked_behind} completed")
+            for entry in followers.values()
+        ]
+        uow.put_dlq_entries(released)
         uow.enqueue(
             [
-                OutboxMessage(
-                    topic=self._plans_topic,
-                    key=f"{op.space}/{op.document_id}".encode(),
-                    value=plan_bytes,
-                    headers={"operation_id": op.operation_id, "released": "parked"},
-                    operation_id=op.operation_id,
-                )
-                for op, plan_bytes in waiting
+                *(dlq_message(self._dlq_topic, entry) for entry in released),
+                *(
+                    plan_message(
+                        decode_plan(plan_bytes),
+                        self._plans_topic,
+                        value=plan_bytes,
+                        headers={kafka_headers.RELEASED: "parked"},
+                    )
+                    for _, plan_bytes in waiting
+                ),
             ]
         )
-
-
-def _rejected(message: PlanMessage, info: ErrorInfo) -> RejectedMessage:
-    return RejectedMessage(
-        topic=message.topic,
-        partition=message.partition,
-        offset=message.offset,
-        key=message.key,
-        value=message.value,
-        code=info.code,
-        error_class=info.error_class,
-        message=info.message,
-        operation_id=message.plan.operation_id if message.plan else message.operation_id_header,
-    )

@@ -6,21 +6,28 @@ assigned while it holds: librdkafka keeps an application pause across a reassign
 partition assigned during an in-place retry would otherwise flow unpaused into memory.
 Messages of a partition revoked during the very ``consume`` call that returned them are dropped
 (the next owner gets them), so nothing is tracked for a partition this worker no longer owns.
+
+A retry-tier partition whose head message is not due yet is *held*: paused and rewound to that
+head, resumed once it is due (each ``consume`` checks), while every other partition flows. The
+hold is the consumer's own and ends with the partition's revocation: a new owner reads the head
+and holds it again, so nothing is applied early and no partition is left paused.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.messages import MessageHeaders, PlanMessage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
-from graph_ingest.kafka.errors import translate_kafka_error
+from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.kafka.errors import MalformedHeader, translate_kafka_error
+from graph_ingest.kafka.headers import RetryHeaders
 from graph_ingest.schemas.codec import decode_plan
 
 log = logging.getLogger(__name__)
@@ -29,28 +36,37 @@ Partition = tuple[str, int]
 RevokeHandler = Callable[[set[Partition]], None]
 
 
-def decode_message(message: Message) -> PlanMessage:
+def decode_message(message: Message, *, max_plan_bytes: int) -> PlanMessage:
     """Decode and verify one plan message; any failure is kept on the message, never raised.
 
     Third-party code (fastavro, pydantic, the RFC 8785 canonicaliser) raises its own exceptions on
     hostile input: every one of them makes the message poison, not the worker's death."""
-    headers = dict(message.headers() or ())
-    op_header = headers.get("operation_id")
+    headers = headers_of(message)
+    op_header = kafka_headers.header_value(headers, kafka_headers.OPERATION_ID)
     position: dict[str, Any] = {
         "topic": message.topic(),
         "partition": message.partition(),
         "offset": message.offset(),
         "key": message.key(),
         "value": message.value(),
+        "headers": headers,
         "operation_id_header": (
-            op_header.decode("utf-8", "replace") if isinstance(op_header, bytes) else op_header
+            None if op_header is None else op_header.decode("utf-8", "replace")
         ),
     }
     value = message.value()
     if not value:
         error = GraphIngestError("empty plan message", code=StatusCode.INVALID_ARGUMENT)
         return PlanMessage(**position, error=error)
+    if len(value) > max_plan_bytes:
+        error = GraphIngestError(
+            f"plan message of {len(value)} bytes exceeds the limit of {max_plan_bytes} "
+            "(APPLIER__MAX_PLAN_BYTES): split the document or raise the limit",
+            code=StatusCode.INVALID_ARGUMENT,
+        )
+        return PlanMessage(**position, error=error)
     try:
+        position["retry"] = RetryHeaders.from_headers(headers)
         plan = decode_plan(value)
         plan.verify_fingerprint()
     except GraphIngestError as exc:
@@ -69,14 +85,25 @@ class PlanConsumer:
     """A subscribed consumer of plan topics. Constructing it touches nothing; ``start`` joins."""
 
     def __init__(
-        self, config: Mapping[str, Any], topics: Sequence[str], *, on_revoke: RevokeHandler
+        self,
+        config: Mapping[str, Any],
+        topics: Sequence[str],
+        *,
+        on_revoke: RevokeHandler,
+        max_plan_bytes: int,
+        tier_topics: Collection[str] = (),
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._config = dict(config)
         self._topics = list(topics)
         self._on_revoke = on_revoke
+        self._max_plan_bytes = max_plan_bytes
+        self._tier_topics = frozenset(tier_topics)
+        self._clock = clock  # wall clock: due times travel between machines in headers
         self._consumer: Consumer | None = None
         self._owned: set[Partition] = set()
         self._paused = False
+        self._held: dict[Partition, float] = {}  # tier partition -> when its head is due
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -109,6 +136,7 @@ class PlanConsumer:
         """Up to ``max_messages`` decoded messages: wait ``timeout_s`` for the first, then up to
         ``linger_s`` more for the rest. Rebalance callbacks run inside this call."""
         consumer = self._require()
+        self._release_due()
         raw = consumer.consume(num_messages=max_messages, timeout=timeout_s)
         deadline = time.monotonic() + linger_s
         while raw and len(raw) < max_messages and (remaining := deadline - time.monotonic()) > 0:
@@ -116,7 +144,7 @@ class PlanConsumer:
             if not more:
                 break
             raw.extend(more)
-        return [decode_message(m) for m in self._usable(raw)]
+        return [decode_message(m, max_plan_bytes=self._max_plan_bytes) for m in self._usable(raw)]
 
     def _usable(self, raw: Iterable[Message]) -> Iterable[Message]:
         for message in raw:
@@ -128,8 +156,40 @@ class PlanConsumer:
                     raise translate_kafka_error(error, context="consumer")
                 log.warning("consumer error: %s", error)
                 continue
-            if (message.topic(), message.partition()) in self._owned:
-                yield message
+            partition = (message.topic(), message.partition())
+            if partition not in self._owned or partition in self._held:
+                continue  # a held partition is fetched again from its head once that is due
+            if partition[0] in self._tier_topics:
+                due_at = _due_at(message)
+                if due_at is not None and due_at > self._clock():
+                    self._hold(partition, message.offset() or 0, due_at)
+                    continue
+            yield message
+
+    # -- retry tiers: a partition waits for its head to be due ----------------------------
+
+    def _hold(self, partition: Partition, offset: int, due_at: float) -> None:
+        """Pause a tier partition until its head message is due, and rewind to that head (what
+        was fetched after it is fetched again). Other partitions keep flowing."""
+        consumer = self._require()
+        consumer.pause([TopicPartition(*partition)])
+        consumer.seek(TopicPartition(partition[0], partition[1], offset))
+        self._held[partition] = due_at
+        log.debug("%s[%d]@%d due in %.3fs: held", *partition, offset, due_at - self._clock())
+
+    def _release_due(self) -> None:
+        now = self._clock()
+        due = [partition for partition, due_at in self._held.items() if due_at <= now]
+        for partition in due:
+            del self._held[partition]
+        if due and not self._paused:
+            self._require().resume([TopicPartition(*partition) for partition in due])
+
+    def next_due_in(self) -> float | None:
+        """Seconds until the earliest held tier message is due; None when none is held."""
+        if not self._held:
+            return None
+        return max(min(self._held.values()) - self._clock(), 0.0)
 
     # -- pausing ---------------------------------------------------------------------------
 
@@ -143,7 +203,10 @@ class PlanConsumer:
 
     def _set_paused(self, partitions: Iterable[Partition]) -> None:
         consumer = self._require()
-        listed = [TopicPartition(topic, partition) for topic, partition in partitions]
+        if self._paused:
+            listed = [TopicPartition(*partition) for partition in partitions]
+        else:  # a held tier partition stays paused until its head is due
+            listed = [TopicPartition(*p) for p in partitions if p not in self._held]
         if not listed:
             return
         if self._paused:
@@ -180,6 +243,8 @@ class PlanConsumer:
         revoked = {(tp.topic, tp.partition) for tp in partitions}
         self._on_revoke(revoked)  # while still owned: the worker commits what is done
         self._owned -= revoked
+        for partition in revoked:
+            self._held.pop(partition, None)  # its next owner reads the head and holds it anew
         log.info("partitions revoked: %s", sorted(revoked))
 
     def _require(self) -> Consumer:
@@ -188,6 +253,26 @@ class PlanConsumer:
                 "PlanConsumer used before start()", code=StatusCode.FAILED_PRECONDITION
             )
         return self._consumer
+
+
+def headers_of(message: Message) -> MessageHeaders:
+    """A consumed message's headers as (name, bytes) pairs, in order, repeats included."""
+    raw = message.headers() or ()
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return tuple(
+        (key, value if value is None or isinstance(value, bytes) else str(value).encode())
+        for key, value in pairs
+    )
+
+
+def _due_at(message: Message) -> float | None:
+    """When a tier copy is due (epoch seconds); None when it carries no valid retry headers
+    (decoding then makes it poison)."""
+    try:
+        retry = RetryHeaders.from_headers(headers_of(message))
+    except MalformedHeader:
+        return None
+    return None if retry is None else retry.due_at.timestamp()
 
 
 __all__ = ["PlanConsumer", "decode_message"]

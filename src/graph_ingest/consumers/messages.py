@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.errors import GraphIngestError
+from graph_ingest.kafka.headers import RetryHeaders
+
+MessageHeaders = tuple[tuple[str, bytes | None], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +21,9 @@ class PlanMessage:
     plan: IngestionPlan | None = None
     error: GraphIngestError | None = None
     operation_id_header: str | None = None
+    headers: MessageHeaders = ()
+    retry: RetryHeaders | None = None
+    """What a retry-tier copy says about its journey; None on the main topic."""
 
     @property
     def position(self) -> tuple[str, int, int]:

@@ -20,6 +20,7 @@ from graph_ingest.consumers.applier import Outcome, PlanApplier, Position
 from graph_ingest.consumers.batching import OffsetTracker, select_batch
 from graph_ingest.consumers.consumer import Partition, PlanConsumer
 from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.routing import Ladder
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.resilience.backoff import backoff_delay
 from graph_ingest.resilience.breaker import BreakerState, CircuitBreaker
@@ -38,10 +39,13 @@ class ApplierWorker:
     ) -> None:
         self._settings = settings
         self._applier = applier
+        ladder = Ladder.of(settings)
         self._consumer = PlanConsumer(
             settings.kafka.consumer_config(settings.applier.group_id),
-            list(topics or [settings.topics.plans]),
+            list(topics or ladder.topics),
             on_revoke=self._on_revoke,
+            max_plan_bytes=settings.applier.max_plan_bytes,
+            tier_topics=ladder.tier_topics,
         )
         self._tracker = OffsetTracker()
         self._pending: list[PlanMessage] = []
@@ -83,6 +87,9 @@ class ApplierWorker:
         """Add what the owned partitions deliver to the pending messages (rebalance callbacks run
         inside, and may shrink ``_pending``: it is extended only after the call returns)."""
         want = max(self._settings.applier.batch_max_plans - len(self._pending), 1)
+        due_in = self._consumer.next_due_in()  # wake up for a retry when it is due
+        if due_in is not None:
+            timeout_s = min(timeout_s, max(due_in, 0.001))
         polled = self._consumer.consume(want, timeout_s, linger_s)
         self._tracker.consumed(polled)
         self._pending.extend(polled)

@@ -91,8 +91,10 @@ class DlqEnvelope(FrozenModel):
     model_config = FrozenModel.model_config | _BYTES_AS_BASE64
 
     original_topic: str = Field(min_length=1)
-    original_partition: int = Field(ge=0, le=2**31 - 1)
-    original_offset: Offset
+    original_partition: int | None = Field(
+        default=None, ge=0, le=2**31 - 1, description="None for a plan that followed another"
+    )
+    original_offset: Offset | None = None
     original_key: bytes | None
     original_value: bytes | None
     original_headers: tuple[MessageHeader, ...] = ()
@@ -102,6 +104,14 @@ class DlqEnvelope(FrozenModel):
     folded_attempts: int = Field(default=0, ge=0)
     dead_lettered_at: datetime
     status: DlqStatus = DlqStatus.PENDING_REVIEW
+    parked_behind: StoredId | None = Field(
+        default=None,
+        description="the operation this plan waited behind and followed to the DLQ; replaying "
+        "that one releases this one when it completes",
+    )
+    note: StoredText | None = Field(
+        default=None, description="why the status last changed (a purge's reason, a replay)"
+    )
 
     @model_validator(mode="after")
     def _attempts_in_order(self) -> DlqEnvelope:
@@ -113,6 +123,9 @@ class DlqEnvelope(FrozenModel):
     @property
     def total_attempts(self) -> int:
         return len(self.attempts) + self.folded_attempts
+
+    def with_status(self, status: DlqStatus, note: str) -> DlqEnvelope:
+        return self.model_copy(update={"status": status, "note": note})
 
     def with_attempt(self, record: AttemptRecord) -> DlqEnvelope:
         """The envelope with one more attempt in its bounded history (a replay failed again)."""

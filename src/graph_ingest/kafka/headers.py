@@ -31,6 +31,11 @@ STAGE = "stage"
 RELEASED = "released"
 # On a plan re-published from its stored frozen bytes: who did it (``resume`` or ``recover``).
 RESUMED = "resumed"
+# On a plan re-published from the DLQ by ``graph-ingest dlq replay``: the entry's id.
+DLQ_REPLAY = "dlq_replay"
+# On a DLQ-topic message: the entry it is the newest envelope of, and its status.
+DLQ_ID = "dlq_id"
+DLQ_STATUS = "dlq_status"
 # W3C Trace Context, as the producer of a plan may send it.
 TRACEPARENT = "traceparent"
 # The copy of a failed plan on a retry tier.
@@ -152,6 +157,9 @@ def with_retry_headers(headers: Headers, retry: RetryHeaders) -> list[tuple[str,
 
 __all__ = [
     "CONTENT_TYPE",
+    "DLQ_ID",
+    "DLQ_REPLAY",
+    "DLQ_STATUS",
     "ERROR_CLASS",
     "ERROR_CODE",
     "ERROR_MESSAGE",

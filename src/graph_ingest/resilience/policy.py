@@ -152,7 +152,7 @@ class Route:
 
 
 _IN_PLACE = Route(RouteKind.IN_PLACE)
-_DLQ = Route(RouteKind.DLQ, attempts_left=0)
+TO_DLQ = Route(RouteKind.DLQ, attempts_left=0)
 
 
 def route(
@@ -178,13 +178,13 @@ def route(
     if scope is FailureScope.DEPENDENCY:
         return _IN_PLACE
     if scope is FailureScope.PLAN or location.source is Source.REPLAY:
-        return _DLQ
+        return TO_DLQ
     next_tier = 0 if location.tier_index is None else location.tier_index + 1
     attempts_left = ladder_length - next_tier
     if code is StatusCode.INTERNAL:
         attempts_left = min(attempts_left, max_internal_attempts - attempt)
     if attempts_left <= 0:
-        return _DLQ
+        return TO_DLQ
     return Route(RouteKind.TIER, tier_index=next_tier, attempts_left=attempts_left)
 
 
@@ -207,6 +207,7 @@ def retry_advice(decision: Route, tier_delays_s: Sequence[float]) -> RetryAdvice
 __all__ = [
     "MAIN",
     "REPLAY",
+    "TO_DLQ",
     "BatchAction",
     "FailureScope",
     "Location",

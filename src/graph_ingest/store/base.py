@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.error_detail import ErrorDetail
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
@@ -84,18 +86,41 @@ class OutboxMessage:
 
 
 @dataclass(frozen=True, slots=True)
-class RejectedMessage:
-    """A message that can never apply: kept with its raw bytes and the reason."""
+class DlqEntry:
+    """One row of the DLQ index: the newest envelope of ``dlq_id`` and what is filtered on."""
 
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
+    dlq_id: str
+    status: DlqStatus
+    operation_id: str | None
+    fingerprint: str | None
+    space: str | None
+    document_id: str | None
     code: StatusCode
     error_class: str
     message: str
-    operation_id: str | None = None
+    parked_behind: str | None
+    original_topic: str
+    original_partition: int | None
+    original_offset: int | None
+    attempts: int
+    dead_lettered_at: datetime
+    envelope: bytes
+    """The encoded envelope (``schemas/dlq_envelope``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailureAttempt:
+    """A failure the applier routed to a retry tier or the DLQ (one per consumed message)."""
+
+    source: tuple[str, int, int] | None
+    """(topic, partition, offset) of the message that failed; None for a plan that followed
+    another to the DLQ without being consumed."""
+    operation_id: str | None
+    attempt: int
+    tier: int | None
+    routed_to: str
+    at: datetime
+    detail: ErrorDetail
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,13 +184,28 @@ class UnitOfWork(Protocol):
         """Insert history rows that are missing (repair after a crash between commit steps)."""
 
     def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[tuple[Operation, bytes]]:
-        """Operations PARKED for (space, document_id, expected_revision), with their plan bytes."""
+        """Operations waiting for (space, document_id, expected_revision), with their plan bytes:
+        PARKED, or DEAD_LETTERED behind an operation they followed to the DLQ (their entry still
+        pending review)."""
 
     def enqueue(self, messages: Sequence[OutboxMessage]) -> None:
         """Append raw messages to the outbox (e.g. re-publishing a released plan)."""
 
-    def record_rejected(self, rejected: Sequence[RejectedMessage]) -> None:
-        """Keep messages that can never apply, idempotently by (topic, partition, offset)."""
+    def record_failure(self, attempt: FailureAttempt) -> bool:
+        """Record a routed failure; False (nothing written) when its source message was routed
+        already: a redelivery after a crash before the offset commit."""
+
+    def failure_history(self, operation_id: str) -> list[FailureAttempt]:
+        """The routed failures of an operation, oldest first."""
+
+    def parked_on_document(self, space: str, document_id: str) -> list[tuple[Operation, bytes]]:
+        """The PARKED operations of a document (locked), with their plan bytes, in revision order."""
+
+    def dlq_entries(self, dlq_ids: Sequence[str]) -> dict[str, DlqEntry]:
+        """The DLQ index rows that exist, locked (FOR UPDATE), keyed by id."""
+
+    def put_dlq_entries(self, entries: Sequence[DlqEntry]) -> None:
+        """Insert or replace DLQ index rows."""
 
 
 class OperationStore(Protocol):
@@ -185,8 +225,6 @@ class OperationStore(Protocol):
     def get_document_state(self, space: str, document_id: str) -> DocumentState | None: ...
 
     def document_history(self, space: str, document_id: str) -> list[DocumentState]: ...
-
-    def list_rejected(self, limit: int = 100) -> list[RejectedMessage]: ...
 
     def iter_committed_elements(
         self, *, space: str | None = None, document_id: str | None = None, page_size: int = 500
@@ -243,6 +281,8 @@ class RecoveryStore(Protocol):
 __all__ = [
     "CommittedElements",
     "CommittedRevision",
+    "DlqEntry",
+    "FailureAttempt",
     "NewOperation",
     "OperationEventEncoder",
     "OperationStore",
@@ -250,7 +290,6 @@ __all__ = [
     "RecoveryClaim",
     "RecoveryStore",
     "RegistryConflict",
-    "RejectedMessage",
     "StoreError",
     "UnitOfWork",
 ]

@@ -28,7 +28,6 @@ from graph_ingest.store.base import (
     CommittedElements,
     OperationEventEncoder,
     RecoveryClaim,
-    RejectedMessage,
     StoreError,
     UnitOfWork,
 )
@@ -130,9 +129,6 @@ class PostgresOperationStore:
         return [DocumentState.model_validate(row["state"]) for row in found]
 
     @translated
-    def list_rejected(self, limit: int = 100) -> list[RejectedMessage]:
-        return [rows.rejected_from_row(r) for r in self._fetch_all(sql.LIST_REJECTED, (limit,))]
-
     def iter_committed_elements(
         self, *, space: str | None = None, document_id: str | None = None, page_size: int = 500
     ) -> Iterator[list[CommittedElements]]:

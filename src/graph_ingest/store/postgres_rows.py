@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
+from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.error_detail import ErrorDetail
 from graph_ingest.domain.limits import storable_text
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.state import DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.store.base import CommittedElements, OutboxMessage, RecoveryClaim, RejectedMessage
+from graph_ingest.store.base import (
+    CommittedElements,
+    DlqEntry,
+    FailureAttempt,
+    OutboxMessage,
+    RecoveryClaim,
+)
 from graph_ingest.store.registry_rules import RegistryRow
 
 Row = Mapping[str, Any]
@@ -242,7 +251,7 @@ def claimed_edge_columns(candidates: Sequence[tuple[tuple[str, str], EdgeKey]]) 
     }
 
 
-# -- registry, outbox, rejected ------------------------------------------------------------------
+# -- registry, outbox, failures, DLQ ------------------------------------------------------------------
 
 
 def registration_columns(registrations: Sequence[EntityRegistration]) -> Columns:
@@ -278,29 +287,56 @@ def outbox_columns(messages: Sequence[OutboxMessage]) -> Columns:
     }
 
 
-def rejected_columns(rejected: Sequence[RejectedMessage]) -> Columns:
+def failure_params(attempt: FailureAttempt) -> dict[str, Any]:
+    topic, partition, offset = attempt.source or (None, None, None)
     return {
-        "topic": [r.topic for r in rejected],
-        "partition": [r.partition for r in rejected],
-        "offset": [r.offset for r in rejected],
-        "message_key": [r.key for r in rejected],
-        "message_value": [r.value for r in rejected],
-        "code": [r.code.value for r in rejected],
-        "error_class": [_storable(r.error_class) for r in rejected],
-        "message": [_storable(r.message) for r in rejected],
-        "operation_id": [_storable(r.operation_id) for r in rejected],
+        "source_topic": topic,
+        "source_partition": partition,
+        "source_offset": offset,
+        "operation_id": attempt.operation_id,
+        "attempt": attempt.attempt,
+        "tier": attempt.tier,
+        "routed_to": attempt.routed_to,
+        "at": attempt.at,
+        "detail": attempt.detail.model_dump_json(),
     }
 
 
-def rejected_from_row(row: Row) -> RejectedMessage:
-    return RejectedMessage(
-        topic=row["topic"],
-        partition=row["partition"],
-        offset=row["offset"],
-        key=row["message_key"],
-        value=row["message_value"],
-        code=StatusCode(row["code"]),
-        error_class=row["error_class"],
-        message=row["message"],
+def failure_from_row(row: Row) -> FailureAttempt:
+    topic = row["source_topic"]
+    return FailureAttempt(
+        source=None if topic is None else (topic, row["source_partition"], row["source_offset"]),
         operation_id=row["operation_id"],
+        attempt=row["attempt"],
+        tier=row["tier"],
+        routed_to=row["routed_to"],
+        at=row["at"],
+        detail=ErrorDetail.model_validate(row["detail"]),
+    )
+
+
+_DLQ_ENTRY_FIELDS = tuple(f.name for f in fields(DlqEntry))
+
+
+def dlq_entry_columns(entries: Sequence[DlqEntry]) -> Columns:
+    values = [
+        {
+            **{name: getattr(e, name) for name in _DLQ_ENTRY_FIELDS},
+            "status": e.status.value,
+            "code": e.code.value,
+        }
+        for e in entries
+    ]
+    return columns(values, _DLQ_ENTRY_FIELDS)
+
+
+def dlq_entry_from_row(row: Row) -> DlqEntry:
+    values = {name: row[name] for name in _DLQ_ENTRY_FIELDS}
+    return DlqEntry(
+        **{
+            **values,
+            "status": DlqStatus(row["status"]),
+            "code": StatusCode(row["code"]),
+            "envelope": bytes(row["envelope"]),
+        }
     )

@@ -258,7 +258,10 @@ JOIN unnest(%(space)s::text[], %(document_id)s::text[], %(expected_revision)s::i
   WITH ORDINALITY AS k(space, document_id, expected_revision, ord)
   ON o.space = k.space AND o.document_id = k.document_id
  AND o.expected_revision = k.expected_revision
-WHERE o.stage = %(stage)s
+WHERE o.stage = %(parked)s
+   OR (o.stage = %(dead_lettered)s AND EXISTS (
+        SELECT 1 FROM dlq_entries AS d
+        WHERE d.dlq_id = o.dlq_id AND d.parked_behind IS NOT NULL AND d.status = %(pending)s))
 ORDER BY k.ord, o.created_at, o.operation_id
 FOR UPDATE OF o
 """
@@ -274,24 +277,73 @@ FROM unnest(
 ORDER BY ord
 """
 
-RECORD_REJECTED = """
-INSERT INTO rejected_messages (
-    topic, partition, "offset", message_key, message_value, code, error_class, message,
-    operation_id
+RECORD_FAILURE = """
+INSERT INTO failure_attempts (
+    source_topic, source_partition, source_offset, operation_id, attempt, tier, routed_to, at,
+    detail
 )
-SELECT topic, partition, "offset", message_key, message_value, code, error_class, message,
-       operation_id
-FROM unnest(
-    %(topic)s::text[], %(partition)s::int[], %(offset)s::bigint[], %(message_key)s::bytea[],
-    %(message_value)s::bytea[], %(code)s::text[], %(error_class)s::text[], %(message)s::text[],
-    %(operation_id)s::text[]
-) WITH ORDINALITY AS r(
-    topic, partition, "offset", message_key, message_value, code, error_class, message,
-    operation_id, ord
+VALUES (
+    %(source_topic)s, %(source_partition)s, %(source_offset)s, %(operation_id)s, %(attempt)s,
+    %(tier)s, %(routed_to)s, %(at)s, %(detail)s::jsonb
 )
-ORDER BY ord
-ON CONFLICT (topic, partition, "offset") DO NOTHING
+ON CONFLICT (source_topic, source_partition, source_offset) DO NOTHING
+RETURNING id
 """
+
+FAILURE_HISTORY = """
+SELECT source_topic, source_partition, source_offset, operation_id, attempt, tier, routed_to, at,
+       detail
+FROM failure_attempts
+WHERE operation_id = %s
+ORDER BY attempt, id
+"""
+
+PARKED_ON_DOCUMENT = (
+    "SELECT"
+    + OPERATION_COLUMNS
+    + """, plan_bytes
+FROM operations
+WHERE space = %(space)s AND document_id = %(document_id)s AND stage = %(stage)s
+ORDER BY expected_revision, created_at, operation_id
+FOR UPDATE
+"""
+)
+
+DLQ_ENTRY_COLUMNS = """
+    dlq_id, status, operation_id, fingerprint, space, document_id, code, error_class, message,
+    parked_behind, original_topic, original_partition, original_offset, attempts,
+    dead_lettered_at, envelope"""
+
+DLQ_ENTRIES = (
+    "SELECT"
+    + DLQ_ENTRY_COLUMNS
+    + """
+FROM dlq_entries
+WHERE dlq_id = ANY(%(dlq_id)s::text[])
+ORDER BY dlq_id
+FOR UPDATE
+"""
+)
+
+PUT_DLQ_ENTRIES = (
+    "INSERT INTO dlq_entries ("
+    + DLQ_ENTRY_COLUMNS
+    + """)
+SELECT *
+FROM unnest(
+    %(dlq_id)s::text[], %(status)s::text[], %(operation_id)s::text[], %(fingerprint)s::text[],
+    %(space)s::text[], %(document_id)s::text[], %(code)s::text[], %(error_class)s::text[],
+    %(message)s::text[], %(parked_behind)s::text[], %(original_topic)s::text[],
+    %(original_partition)s::int[], %(original_offset)s::bigint[], %(attempts)s::int[],
+    %(dead_lettered_at)s::timestamptz[], %(envelope)s::bytea[]
+)
+ON CONFLICT (dlq_id) DO UPDATE SET
+"""
+    + ",\n".join(
+        f"    {column.strip()} = EXCLUDED.{column.strip()}"
+        for column in DLQ_ENTRY_COLUMNS.split(",")[1:]
+    )
+)
 
 # Operations that may write the graph of a document next, or may have written it without
 # committing: built on its current revision (0 when it has none) and not finished.
@@ -333,14 +385,6 @@ DOCUMENT_HISTORY = """
 SELECT state FROM document_history
 WHERE space = %s AND document_id = %s
 ORDER BY revision
-"""
-
-LIST_REJECTED = """
-SELECT topic, partition, "offset", message_key, message_value, code, error_class, message,
-       operation_id
-FROM rejected_messages
-ORDER BY id DESC
-LIMIT %s
 """
 
 PLAN_BYTES_OF = """

@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import DictRow, dict_row
 
+from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState, EntityRegistration
@@ -18,10 +19,11 @@ from graph_ingest.store import postgres_rows as rows
 from graph_ingest.store import postgres_sql as sql
 from graph_ingest.store.base import (
     CommittedRevision,
+    DlqEntry,
+    FailureAttempt,
     NewOperation,
     OperationEventEncoder,
     OutboxMessage,
-    RejectedMessage,
     StoreError,
 )
 from graph_ingest.store.errors import translated
@@ -245,7 +247,7 @@ class PostgresUnitOfWork:
                     key, bound.get(key, "<unknown>"), lost[0].node_id, "registered concurrently"
                 )
 
-    # -- parked, outbox, rejected ------------------------------------------------------------
+    # -- parked, outbox, failures, DLQ ------------------------------------------------------------
 
     @translated
     def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[tuple[Operation, bytes]]:
@@ -258,7 +260,9 @@ class PostgresUnitOfWork:
                 "space": [k[0] for k in unique],
                 "document_id": [k[1] for k in unique],
                 "expected_revision": [k[2] for k in unique],
-                "stage": Stage.PARKED.value,
+                "parked": Stage.PARKED.value,
+                "dead_lettered": Stage.DEAD_LETTERED.value,
+                "pending": DlqStatus.PENDING_REVIEW.value,
             },
         )
         return [(rows.operation_from_row(row), bytes(row["plan_bytes"])) for row in found]
@@ -269,9 +273,33 @@ class PostgresUnitOfWork:
             self._execute(sql.ENQUEUE, rows.outbox_columns(messages))
 
     @translated
-    def record_rejected(self, rejected: Sequence[RejectedMessage]) -> None:
-        if rejected:
-            self._execute(sql.RECORD_REJECTED, rows.rejected_columns(rejected))
+    def record_failure(self, attempt: FailureAttempt) -> bool:
+        return bool(self._fetch(sql.RECORD_FAILURE, rows.failure_params(attempt)))
+
+    @translated
+    def failure_history(self, operation_id: str) -> list[FailureAttempt]:
+        self._cur.execute(sql.FAILURE_HISTORY, (operation_id,))
+        return [rows.failure_from_row(row) for row in self._cur.fetchall()]
+
+    @translated
+    def parked_on_document(self, space: str, document_id: str) -> list[tuple[Operation, bytes]]:
+        found = self._fetch(
+            sql.PARKED_ON_DOCUMENT,
+            {"space": space, "document_id": document_id, "stage": Stage.PARKED.value},
+        )
+        return [(rows.operation_from_row(row), bytes(row["plan_bytes"])) for row in found]
+
+    @translated
+    def dlq_entries(self, dlq_ids: Sequence[str]) -> dict[str, DlqEntry]:
+        if not dlq_ids:
+            return {}
+        found = self._fetch(sql.DLQ_ENTRIES, {"dlq_id": sorted(set(dlq_ids))})
+        return {row["dlq_id"]: rows.dlq_entry_from_row(row) for row in found}
+
+    @translated
+    def put_dlq_entries(self, entries: Sequence[DlqEntry]) -> None:
+        if entries:
+            self._execute(sql.PUT_DLQ_ENTRIES, rows.dlq_entry_columns(entries))
 
     # -- plumbing ----------------------------------------------------------------------------
 

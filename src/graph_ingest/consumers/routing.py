@@ -1,0 +1,388 @@
+"""Routing a plan the apply loop blamed: to the next retry tier or to the DLQ, through the outbox.
+
+In the caller's PostgreSQL transaction (its documents and operations locked), :class:`FailureRouter`
+records the failed attempt (``failure_attempts``, unique per consumed message), moves the
+operation (FAILED with its next retry time, or DEAD_LETTERED), writes the tier copy or the DLQ
+envelope to the outbox and the DLQ index row. The Kafka offset is committed only after that
+transaction: a message redelivered after a crash finds its attempt recorded and is not routed
+twice, so routing is exactly once without Kafka transactions.
+
+Where a failure goes is the retry policy's decision (``resilience.policy.route``); plans of the
+same document parked behind a dead-lettered one follow it to the DLQ, and are released again when
+it is replayed and completes (DESIGN.md §5, issue 6 item 4).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from graph_ingest import __version__
+from graph_ingest.consumers.messages import MessageHeaders, PlanMessage
+from graph_ingest.dlq.entries import dlq_id_of_operation, dlq_id_of_position, dlq_message, entry_of
+from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, MessageHeader, append_attempt
+from graph_ingest.domain.error_detail import ErrorContext, ErrorDetail, RetryAdvice
+from graph_ingest.domain.operation import ErrorInfo, Operation
+from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.domain.trace import new_trace_id
+from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.kafka.headers import RetryHeaders, trace_id_from_headers, with_retry_headers
+from graph_ingest.resilience.policy import (
+    MAIN,
+    REPLAY,
+    TO_DLQ,
+    Location,
+    RouteKind,
+    retry_advice,
+    route,
+    tier,
+)
+from graph_ingest.settings import Settings
+from graph_ingest.store.base import FailureAttempt, OutboxMessage, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class Ladder:
+    """The main topic, the retry tiers (topic, delay) in order, and the DLQ after them."""
+
+    plans_topic: str
+    tiers: tuple[tuple[str, float], ...]
+    dlq_topic: str
+    max_internal_attempts: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> Ladder:
+        return cls(
+            plans_topic=settings.topics.plans,
+            tiers=tuple(settings.topics.retry_tiers),
+            dlq_topic=settings.topics.dlq,
+            max_internal_attempts=settings.applier.max_internal_attempts,
+        )
+
+    @property
+    def topics(self) -> list[str]:
+        """What one applier consumes: the main topic and every tier."""
+        return [self.plans_topic, *(topic for topic, _ in self.tiers)]
+
+    @property
+    def tier_topics(self) -> list[str]:
+        return [topic for topic, _ in self.tiers]
+
+    def location(self, message: PlanMessage) -> Location:
+        for index, (topic, _) in enumerate(self.tiers):
+            if message.topic == topic:
+                return tier(index)
+        if kafka_headers.header_value(message.headers, kafka_headers.DLQ_REPLAY) is not None:
+            return REPLAY
+        return MAIN
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    message: PlanMessage
+    info: ErrorInfo
+    operation: Operation | None
+    """The operation the message owns, locked by the caller; None when it owns none (it did not
+    decode, or its operation id is bound to another plan)."""
+
+
+class FailureRouter:
+    def __init__(self, ladder: Ladder, *, worker_id: str, clock: Clock) -> None:
+        self._ladder = ladder
+        self._worker_id = worker_id
+        self._clock = clock
+
+    def route(self, uow: UnitOfWork, failure: Failure) -> RouteKind:
+        """Route one failure inside ``uow``; return where it went (TIER or DLQ)."""
+        message, owned = failure.message, failure.operation
+        location = self._ladder.location(message)
+        delivery = message.retry.attempt if message.retry else 1
+        decision = route(
+            failure.info.code,
+            delivery,
+            location,
+            len(self._ladder.tiers),
+            self._ladder.max_internal_attempts,
+        )
+        if decision.kind is RouteKind.IN_PLACE:
+            raise ValueError(
+                f"{message.context()}: {failure.info.code} is waited out in place, never routed"
+            )
+        history = uow.failure_history(owned.operation_id) if owned else []
+        now = self._clock()
+        trace_id = (
+            trace_id_from_headers(message.headers)
+            or (history[-1].detail.trace_id if history else None)
+            or new_trace_id()
+        )
+        attempt = FailureAttempt(
+            source=message.position,
+            operation_id=owned.operation_id if owned else None,
+            attempt=history[-1].attempt + 1 if history else delivery,
+            tier=location.tier_index,
+            routed_to=decision.kind.value,
+            at=now,
+            detail=self._detail(
+                failure.info,
+                trace_id,
+                message,
+                owned.stage if owned else None,
+                retry_advice(decision, [delay for _, delay in self._ladder.tiers]),
+            ),
+        )
+        if not uow.record_failure(attempt):
+            log.info("%s was routed before its offset was committed: not again", message.context())
+            return decision.kind
+        if decision.kind is RouteKind.TIER:
+            assert decision.tier_index is not None  # a TIER route names its tier
+            self._to_tier(uow, failure, decision.tier_index, attempt)
+        else:
+            self._to_dlq(uow, failure, [*history, attempt])
+        return decision.kind
+
+    # -- tiers -----------------------------------------------------------------------------
+
+    def _to_tier(
+        self, uow: UnitOfWork, failure: Failure, tier_index: int, attempt: FailureAttempt
+    ) -> None:
+        message, owned = failure.message, failure.operation
+        topic, delay_s = self._ladder.tiers[tier_index]
+        due_at = attempt.at + timedelta(seconds=delay_s)
+        first = message.retry
+        detail = attempt.detail
+        retry = RetryHeaders(
+            attempt=(first.attempt if first else 1) + 1,
+            due_at=due_at,
+            original_topic=first.original_topic if first else message.topic,
+            original_partition=first.original_partition if first else message.partition,
+            original_offset=first.original_offset if first else message.offset,
+            first_failure_at=first.first_failure_at if first else attempt.at,
+            error_code=detail.code,
+            error_class=detail.error_class,
+            error_message=detail.message,
+            trace_id=detail.trace_id,
+        )
+        assert message.value is not None  # only a decoded plan can be retried
+        uow.enqueue(
+            [
+                OutboxMessage(
+                    topic=topic,
+                    key=message.key,
+                    value=message.value,
+                    headers=_text_headers(with_retry_headers(message.headers, retry)),
+                    operation_id=attempt.operation_id,
+                )
+            ]
+        )
+        log.warning(
+            "%s failed with %s (%s): retry %d on %s at %s",
+            message.context(),
+            detail.code,
+            detail.message,
+            retry.attempt,
+            topic,
+            due_at.isoformat(),
+        )
+        if owned is not None:
+            failed = _record_failure(owned, Stage.FAILED, failure.info, attempt.at)
+            uow.save_operations([failed.model_copy(update={"next_retry_at": due_at})])
+
+    # -- the DLQ ---------------------------------------------------------------------------
+
+    def _to_dlq(self, uow: UnitOfWork, failure: Failure, history: Sequence[FailureAttempt]) -> None:
+        message, owned = failure.message, failure.operation
+        dlq_id = (
+            dlq_id_of_operation(owned.operation_id)
+            if owned
+            else dlq_id_of_position(*message.position)
+        )
+        earlier = uow.dlq_entries([dlq_id]).get(dlq_id)
+        retry = message.retry
+        if earlier is not None:  # a replay failed again: same entry, where it first came from
+            origin = (earlier.original_topic, earlier.original_partition, earlier.original_offset)
+        elif retry is not None:
+            origin = (retry.original_topic, retry.original_partition, retry.original_offset)
+        else:
+            origin = message.position
+        plan = message.plan
+        envelope = _envelope(
+            origin,
+            message.key,
+            message.value,
+            message.headers,
+            history,
+            operation_id=plan.operation_id if plan else None,
+            fingerprint=plan.fingerprint if plan else None,
+            at=history[-1].at,
+        )
+        self._dead_letter(uow, dlq_id, envelope)
+        last = history[-1].detail
+        log.error(
+            "%s dead-lettered as %s after %d attempt(s): %s %s",
+            message.context(),
+            dlq_id,
+            envelope.total_attempts,
+            last.code,
+            last.message,
+        )
+        if owned is None:
+            return
+        uow.save_operations(
+            [_record_failure(owned, Stage.DEAD_LETTERED, failure.info, history[-1].at, dlq_id)]
+        )
+        self._followers_to_dlq(uow, owned, history[-1].at)
+
+    def _followers_to_dlq(self, uow: UnitOfWork, leader: Operation, at: datetime) -> None:
+        """Plans of the document parked behind ``leader`` follow it: they cannot apply before it
+        does, and an operator reviewing the DLQ must see them (issue 6 item 4)."""
+        followers = [
+            (op, plan_bytes)
+            for op, plan_bytes in uow.parked_on_document(leader.space, leader.document_id)
+            if op.expected_revision > leader.expected_revision
+        ]
+        saved = []
+        for op, plan_bytes in followers:
+            info = ErrorInfo(
+                code=StatusCode.FAILED_PRECONDITION,
+                error_class="ParkedBehind",
+                message=f"parked behind {leader.operation_id}, which went to the DLQ: released "
+                "again when it is replayed and completes",
+            )
+            history = uow.failure_history(op.operation_id)
+            trace_id = history[-1].detail.trace_id if history else new_trace_id()
+            attempt = FailureAttempt(
+                source=None,
+                operation_id=op.operation_id,
+                attempt=history[-1].attempt + 1 if history else 1,
+                tier=None,
+                routed_to=RouteKind.DLQ.value,
+                at=at,
+                detail=self._detail(info, trace_id, None, op.stage, retry_advice(TO_DLQ, ())),
+            )
+            uow.record_failure(attempt)
+            dlq_id = dlq_id_of_operation(op.operation_id)
+            envelope = _envelope(
+                (self._ladder.plans_topic, None, None),
+                f"{op.space}/{op.document_id}".encode(),
+                plan_bytes,
+                (),
+                [*history, attempt],
+                operation_id=op.operation_id,
+                fingerprint=op.fingerprint,
+                at=at,
+                parked_behind=leader.operation_id,
+            )
+            self._dead_letter(uow, dlq_id, envelope)
+            saved.append(_record_failure(op, Stage.DEAD_LETTERED, info, at, dlq_id))
+            log.error(
+                "operation %s follows %s to the DLQ as %s",
+                op.operation_id,
+                leader.operation_id,
+                dlq_id,
+            )
+        uow.save_operations(saved)
+
+    def _dead_letter(self, uow: UnitOfWork, dlq_id: str, envelope: DlqEnvelope) -> None:
+        entry = entry_of(dlq_id, envelope)
+        uow.put_dlq_entries([entry])
+        uow.enqueue([dlq_message(self._ladder.dlq_topic, entry)])
+
+    def _detail(
+        self,
+        info: ErrorInfo,
+        trace_id: str,
+        message: PlanMessage | None,
+        stage: Stage | None,
+        advice: RetryAdvice,
+    ) -> ErrorDetail:
+        return ErrorDetail.create(
+            trace_id=trace_id,
+            code=info.code,
+            error_class=info.error_class,
+            message=info.message,
+            context=ErrorContext(
+                topic=message.topic if message else None,
+                partition=message.partition if message else None,
+                offset=message.offset if message else None,
+                stage=stage,
+                worker_id=self._worker_id,
+                code_version=__version__,
+            ),
+            retry=advice,
+        )
+
+
+def _record_failure(
+    operation: Operation,
+    stage: Stage,
+    info: ErrorInfo,
+    at: datetime,
+    dlq_id: str | None = None,
+) -> Operation:
+    """The operation moved to ``stage`` with ``info`` as its last error, or (where that stage is
+    not reachable, e.g. FAILED from GRAPH_APPLIED) with the error recorded in its stage."""
+    if stage in LEGAL_TRANSITIONS[operation.stage]:
+        moved = operation.transition(stage, at, info)
+    else:
+        moved = operation.with_error(info, at)
+    return moved if dlq_id is None else moved.model_copy(update={"dlq_id": dlq_id})
+
+
+def _envelope(
+    origin: tuple[str, int | None, int | None],
+    key: bytes | None,
+    value: bytes | None,
+    headers: MessageHeaders,
+    history: Sequence[FailureAttempt],
+    *,
+    operation_id: str | None,
+    fingerprint: str | None,
+    at: datetime,
+    parked_behind: str | None = None,
+) -> DlqEnvelope:
+    attempts: tuple[AttemptRecord, ...] = ()
+    folded = 0
+    for failed in history:
+        record = AttemptRecord.of(
+            failed.detail, attempt=failed.attempt, tier=failed.tier, at=failed.at
+        )
+        attempts, folded = append_attempt(attempts, folded, record)
+    topic, partition, offset = origin
+    return DlqEnvelope(
+        original_topic=topic,
+        original_partition=partition,
+        original_offset=offset,
+        original_key=key,
+        original_value=value,
+        original_headers=tuple(MessageHeader(key=k, value=v) for k, v in headers),
+        operation_id=operation_id,
+        fingerprint=fingerprint,
+        attempts=attempts,
+        folded_attempts=folded,
+        dead_lettered_at=at,
+        parked_behind=parked_behind,
+    )
+
+
+def _text_headers(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
+    """Headers as the outbox stores them (UTF-8 text; the last of a repeated name wins). One that
+    is not text is left off the copy and logged: the DLQ envelope keeps the original bytes."""
+    text: dict[str, str] = {}
+    for key, value in headers:
+        if value is None:
+            continue
+        try:
+            text[key] = value.decode("utf-8")
+        except UnicodeDecodeError:
+            log.warning("header %s is not UTF-8: left off the retry copy", key)
+    return text
+
+
+__all__ = ["Failure", "FailureRouter", "Ladder"]
