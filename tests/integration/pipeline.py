@@ -50,19 +50,29 @@ class CountingWriter(Neo4jGraphWriter):
 
 class FailingWriter(CountingWriter):
     """The real Neo4j writer, made to fail on cue: for batches that touch ``culprits`` (a plan
-    too big to ever fit a transaction), or for everything while ``sick`` is set (a sick database:
-    its probe fails too)."""
+    too big to ever fit a transaction; only its first ``fail_times`` writes when set: a transient
+    fault), or for everything while ``sick`` is set (a sick database: its probe fails too)."""
 
-    def __init__(self, settings: Settings, code: StatusCode, culprits: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        code: StatusCode,
+        culprits: Sequence[str] = (),
+        fail_times: int | None = None,
+    ) -> None:
         super().__init__(settings.neo4j)
         self.code = code
         self.culprits = set(culprits)
+        self.fail_times = fail_times
         self.sick = threading.Event()
         self.failures = 0
 
     def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None:
         touched = {n.node_id for _, m in batch for n in m.node_upserts}
-        if self.sick.is_set() or touched & self.culprits:
+        culprit = bool(touched & self.culprits) and (
+            self.fail_times is None or self.failures < self.fail_times
+        )
+        if self.sick.is_set() or culprit:
             self.failures += 1
             raise GraphError(f"injected {self.code}", code=self.code)
         super().apply(batch)
