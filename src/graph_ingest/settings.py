@@ -91,8 +91,13 @@ class KafkaSettings(_Section):
 class TopicSettings(_Section):
     plans: str = "ingestion.plans"
     operations: str = "ingestion.operations"
+    degradation: str = Field(
+        default="ingestion.degradation",
+        description="degradation level changes of the applier workers, keyed by worker id",
+    )
     plan_partitions: int = Field(default=6, ge=1)
     operation_partitions: int = Field(default=6, ge=1)
+    degradation_partitions: int = Field(default=1, ge=1)
     replication_factor: int = Field(default=1, ge=1)
     operations_segment_ms: int = Field(
         default=3_600_000, description="segment roll time of the compacted operation log"

@@ -80,6 +80,7 @@ def isolated_settings(
                 update={
                     "plans": f"t.{tag}.plans",
                     "operations": f"t.{tag}.operations",
+                    "degradation": f"t.{tag}.degradation",
                     "plan_partitions": plan_partitions,
                     "operation_partitions": 3,
                 }
@@ -176,6 +177,7 @@ class Pipeline:
             **stack_env(s),
             "GRAPH_INGEST_TOPICS__PLANS": s.topics.plans,
             "GRAPH_INGEST_TOPICS__OPERATIONS": s.topics.operations,
+            "GRAPH_INGEST_TOPICS__DEGRADATION": s.topics.degradation,
             "GRAPH_INGEST_POSTGRES__SCHEMA_NAME": s.postgres.schema_name,
             "GRAPH_INGEST_APPLIER__GROUP_ID": s.applier.group_id,
         }
