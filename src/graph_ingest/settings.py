@@ -195,6 +195,12 @@ class ApplierSettings(_Section):
     breaker_probe_interval_s: float = Field(
         default=1.0, gt=0, description="how often an open breaker probes its dependency"
     )
+    degradation_stable_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="how long every breaker must stay closed before a degraded worker reports L0"
+        " again (a worse level, or a better one that is not L0, is reported at once)",
+    )
     in_place_max_attempts: int = Field(
         default=3,
         ge=1,
