@@ -50,6 +50,18 @@ def levels(event: DegradationEvent | None) -> tuple[DegradationLevel, Degradatio
     return None if event is None else (event.previous_level, event.level)
 
 
+def assert_back_to_l0_after(
+    monitor: DegradationMonitor, clock: FakeClock, wait_s: float, *, previous: DegradationLevel
+) -> None:
+    """With every breaker closed from now on, L0 is reported ``wait_s`` from now and not before."""
+    assert monitor.observe(states()) is None
+    clock.now += wait_s - 0.5
+    assert monitor.observe(states()) is None
+    assert monitor.level is previous
+    clock.now += 0.5
+    assert levels(monitor.observe(states())) == (previous, L0)
+
+
 # --- the raw level ------------------------------------------------------------------------------
 
 
@@ -222,29 +234,21 @@ def test_the_window_starts_at_the_first_observation_with_every_breaker_closed(
     monitor.observe(states(OPEN))
     clock.now += 500  # long open: the wait starts only when the breaker is seen closed
 
-    assert monitor.observe(states()) is None
-    clock.now += 59
-    assert monitor.observe(states()) is None
-    clock.now += 1
-    assert levels(monitor.observe(states())) == (L1, L0)
+    assert_back_to_l0_after(monitor, clock, 60, previous=L1)
 
 
-def test_a_breaker_reopening_during_the_window_restarts_the_wait(
-    monitor: DegradationMonitor, clock: FakeClock
+@pytest.mark.parametrize("again", [OPEN, HALF_OPEN])
+def test_a_breaker_not_closed_during_the_window_restarts_the_wait(
+    monitor: DegradationMonitor, clock: FakeClock, again: BreakerState
 ) -> None:
     monitor.observe(states(neo4j=OPEN))
     monitor.observe(states())
-    clock.now += 50
+    clock.now += 59
 
-    # Re-opening at the same level is not a change to report, but the wait starts again.
-    assert monitor.observe(states(neo4j=OPEN)) is None
+    # Not closed again at the same level: not a change to report, but the wait starts again.
+    assert monitor.observe(states(neo4j=again)) is None
     clock.now += 1
-    assert monitor.observe(states()) is None
-    clock.now += 59.5
-    assert monitor.observe(states()) is None
-    assert monitor.level is L1
-    clock.now += 0.5
-    assert levels(monitor.observe(states())) == (L1, L0)
+    assert_back_to_l0_after(monitor, clock, 60, previous=L1)
 
 
 def test_a_worsening_during_the_window_is_reported_at_once_and_restarts_the_wait(
@@ -256,24 +260,7 @@ def test_a_worsening_during_the_window_is_reported_at_once_and_restarts_the_wait
 
     assert levels(monitor.observe(states(OPEN, OPEN))) == (L1, L2)
     assert levels(monitor.observe(states(neo4j=HALF_OPEN))) == (L2, L1)
-    assert monitor.observe(states()) is None
-    clock.now += 59
-    assert monitor.observe(states()) is None
-    clock.now += 1
-    assert levels(monitor.observe(states())) == (L1, L0)
-
-
-def test_a_half_open_breaker_also_restarts_the_wait(
-    monitor: DegradationMonitor, clock: FakeClock
-) -> None:
-    monitor.observe(states(postgres=OPEN))
-    monitor.observe(states())
-    clock.now += 59
-
-    assert monitor.observe(states(postgres=HALF_OPEN)) is None
-    clock.now += 1
-    assert monitor.observe(states()) is None
-    assert monitor.level is L1
+    assert_back_to_l0_after(monitor, clock, 60, previous=L1)
 
 
 def test_the_window_is_configurable_and_named_in_the_reason(clock: FakeClock) -> None:
