@@ -138,7 +138,11 @@ def isolated(base: Settings, batch: int) -> Iterator[Settings]:
     settings = base.model_copy(
         update={
             "topics": base.topics.model_copy(
-                update={"plans": f"bench.{tag}.plans", "operations": f"bench.{tag}.operations"}
+                update={
+                    "plans": f"bench.{tag}.plans",
+                    "operations": f"bench.{tag}.operations",
+                    "degradation": f"bench.{tag}.degradation",
+                }
             ),
             "postgres": base.postgres.model_copy(update={"schema_name": f"bench_{tag}"}),
             "applier": base.applier.model_copy(

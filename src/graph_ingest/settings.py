@@ -93,8 +93,13 @@ class KafkaSettings(_Section):
 class TopicSettings(_Section):
     plans: str = "ingestion.plans"
     operations: str = "ingestion.operations"
+    degradation: str = Field(
+        default="ingestion.degradation",
+        description="degradation level changes of the applier workers, keyed by worker id",
+    )
     plan_partitions: int = Field(default=6, ge=1)
     operation_partitions: int = Field(default=6, ge=1)
+    degradation_partitions: int = Field(default=1, ge=1)
     replication_factor: int = Field(default=1, ge=1)
     operations_segment_ms: int = Field(
         default=3_600_000, description="segment roll time of the compacted operation log"
@@ -191,6 +196,12 @@ class ApplierSettings(_Section):
     )
     breaker_probe_interval_s: float = Field(
         default=1.0, gt=0, description="how often an open breaker probes its dependency"
+    )
+    degradation_stable_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="how long every breaker must stay closed before a degraded worker reports L0"
+        " again (a worse level, or a better one that is not L0, is reported at once)",
     )
     in_place_max_attempts: int = Field(
         default=3,

@@ -103,6 +103,7 @@ def isolated_settings(
                 update={
                     "plans": f"t.{tag}.plans",
                     "operations": f"t.{tag}.operations",
+                    "degradation": f"t.{tag}.degradation",
                     "plan_partitions": plan_partitions,
                     "operation_partitions": 3,
                     "retry_delays_s": retry_delays_s,
@@ -201,6 +202,7 @@ class Pipeline:
             "GRAPH_INGEST_TOPICS__PLANS": s.topics.plans,
             "GRAPH_INGEST_TOPICS__OPERATIONS": s.topics.operations,
             "GRAPH_INGEST_TOPICS__RETRY_DELAYS_S": json.dumps(list(s.topics.retry_delays_s)),
+            "GRAPH_INGEST_TOPICS__DEGRADATION": s.topics.degradation,
             "GRAPH_INGEST_POSTGRES__SCHEMA_NAME": s.postgres.schema_name,
             "GRAPH_INGEST_APPLIER__GROUP_ID": s.applier.group_id,
         }

@@ -36,8 +36,10 @@ def settings(stack_settings: Settings) -> Iterator[Settings]:
         update={
             "plans": f"t.{tag}.plans",
             "operations": f"t.{tag}.operations",
+            "degradation": f"t.{tag}.degradation",
             "plan_partitions": 3,
             "operation_partitions": 2,
+            "degradation_partitions": 2,
             "operations_segment_ms": 60_000,
             "operations_min_compaction_lag_ms": 1_000,
         }
@@ -58,12 +60,13 @@ def test_ensure_topics_is_idempotent(settings: Settings) -> None:
         f"{settings.topics.plans}.retry.5s",
         f"{settings.topics.plans}.retry.30s",
         f"{settings.topics.plans}.dlq",
+        settings.topics.degradation,
     ]
     assert [(r.name, r.created) for r in first] == [(name, True) for name in names]
     assert [(r.name, r.created, r.warnings) for r in second] == [
         (name, False, ()) for name in names
     ]
-    assert [r.partitions for r in second] == [3, 2, 3, 3, 3, 3]
+    assert [r.partitions for r in second] == [3, 2, 3, 3, 3, 3, 2]
     assert all(r.replication_factor == settings.topics.replication_factor for r in second)
 
 
@@ -76,6 +79,7 @@ def test_operation_log_is_compacted_as_configured(settings: Settings) -> None:
     assert config["segment.ms"] == "60000"
     assert config["min.compaction.lag.ms"] == "1000"
     assert topic_config(settings, settings.topics.plans)["cleanup.policy"] == "delete"
+    assert topic_config(settings, settings.topics.degradation)["cleanup.policy"] == "delete"
 
 
 def test_existing_operation_log_that_is_not_compacted_is_an_error_with_the_fix(

@@ -30,15 +30,18 @@ from graph_ingest.domain.state import (
 )
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import ConfigurationError, GraphIngestError
+from graph_ingest.resilience.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.schemas import codec, registry
 from graph_ingest.schemas.codec import (
     HEADER_SIZE,
     MARKER,
     DecodeError,
     EncodeError,
+    decode_degradation_event,
     decode_dlq_envelope,
     decode_operation,
     decode_plan,
+    encode_degradation_event,
     encode_dlq_envelope,
     encode_operation,
     encode_plan,
@@ -46,6 +49,7 @@ from graph_ingest.schemas.codec import (
 )
 from graph_ingest.schemas.registry import (
     BUNDLED,
+    DEGRADATION_EVENT,
     DLQ_ENVELOPE,
     OPERATION,
     PLAN,
@@ -440,25 +444,64 @@ def test_dlq_envelope_naive_datetime_is_refused_on_encode() -> None:
         encode_dlq_envelope(envelope(dead_lettered_at=datetime(2026, 3, 1)))
 
 
-def test_dlq_envelope_with_an_unknown_status_fails_validation() -> None:
-    record = codec._dlq_envelope_record(envelope())
-    record["status"] = "FORGOTTEN"
-    data = write_single_object(BUNDLED.current(DLQ_ENVELOPE), record)
-
-    _assert_decode_error(data, "fails validation", decode=decode_dlq_envelope)
-
-
 def test_plan_bytes_are_not_a_dlq_envelope() -> None:
     _assert_decode_error(
         encode_plan(minimal_plan()), "written with plan.v1", decode=decode_dlq_envelope
     )
 
 
-def test_every_truncation_of_a_dlq_envelope_is_a_decode_error() -> None:
-    data = encode_dlq_envelope(envelope())
+# --- the degradation event -----------------------------------------------------------------------
 
-    for end in range(HEADER_SIZE, len(data)):
-        _assert_decode_error(data[:end], "does not decode|validation", decode=decode_dlq_envelope)
+
+def degradation_event(**changes: Any) -> DegradationEvent:
+    fields: dict[str, Any] = {
+        "worker_id": "applier-1",
+        "level": DegradationLevel.L2,
+        "previous_level": DegradationLevel.L1,
+        "reason": "circuit breaker open: neo4j, postgres",
+        "at": AT,
+    }
+    return DegradationEvent(**{**fields, **changes})
+
+
+@pytest.mark.parametrize("level", list(DegradationLevel))
+def test_degradation_event_round_trips_exactly(level: DegradationLevel) -> None:
+    sent = degradation_event(level=level)
+
+    decoded = decode_degradation_event(encode_degradation_event(sent))
+
+    assert decoded == sent
+    assert decoded.level is level
+    assert decoded.previous_level is DegradationLevel.L1
+
+
+def test_degradation_event_time_comes_back_utc_and_the_same_instant() -> None:
+    cet = timezone(timedelta(hours=1))
+    sent = degradation_event(at=datetime(2026, 3, 24, 11, 30, 0, 7, tzinfo=cet))
+
+    decoded = decode_degradation_event(encode_degradation_event(sent))
+
+    assert decoded.at == sent.at
+    assert decoded.at.utcoffset() == timedelta(0)
+    assert decoded.at.hour == 10
+
+
+def test_degradation_event_with_a_naive_time_is_refused_on_encode() -> None:
+    # model_construct: the model refuses a naive time itself; the codec must too.
+    naive = DegradationEvent.model_construct(
+        **{**dict(degradation_event()), "at": AT.replace(tzinfo=None)}
+    )
+
+    with pytest.raises(EncodeError, match="at: naive"):
+        encode_degradation_event(naive)
+
+
+def test_dlq_envelope_bytes_are_not_a_degradation_event() -> None:
+    _assert_decode_error(
+        encode_dlq_envelope(envelope()),
+        "written with dlq_envelope.v1",
+        decode=decode_degradation_event,
+    )
 
 
 # --- single-object framing -----------------------------------------------------------------------
@@ -470,6 +513,7 @@ def test_every_truncation_of_a_dlq_envelope_is_a_decode_error() -> None:
         (PLAN, lambda: encode_plan(rich_plan())),
         (OPERATION, lambda: encode_operation(failed_operation())),
         (DLQ_ENVELOPE, lambda: encode_dlq_envelope(envelope())),
+        (DEGRADATION_EVENT, lambda: encode_degradation_event(degradation_event())),
     ],
 )
 def test_message_starts_with_the_single_object_header_of_its_schema(
@@ -492,8 +536,9 @@ def test_fingerprint_bytes_are_little_endian_as_the_avro_spec_says() -> None:
 
 
 def test_every_subject_has_its_own_fingerprint() -> None:
-    fingerprints = {BUNDLED.current(s).fingerprint for s in (PLAN, OPERATION, DLQ_ENVELOPE)}
-    assert len(fingerprints) == 3
+    subjects = (PLAN, OPERATION, DLQ_ENVELOPE, DEGRADATION_EVENT)
+    fingerprints = {BUNDLED.current(s).fingerprint for s in subjects}
+    assert len(fingerprints) == len(subjects)
 
 
 # --- poison: DecodeError with the raw bytes ------------------------------------------------------
@@ -540,6 +585,21 @@ def test_every_truncation_of_the_body_is_a_decode_error() -> None:
     for end in range(HEADER_SIZE, len(data)):
         error = _assert_decode_error(data[:end], "does not decode|validation")
         assert error.__cause__ is not None
+
+
+@pytest.mark.parametrize(
+    ("encoded", "decode"),
+    [
+        (lambda: encode_dlq_envelope(envelope()), decode_dlq_envelope),
+        (lambda: encode_degradation_event(degradation_event()), decode_degradation_event),
+    ],
+    ids=[DLQ_ENVELOPE, DEGRADATION_EVENT],
+)
+def test_every_truncation_of_a_record_is_a_decode_error(encoded: Any, decode: Any) -> None:
+    data = encoded()
+
+    for end in range(HEADER_SIZE, len(data)):
+        _assert_decode_error(data[:end], "does not decode|validation", decode=decode)
 
 
 def test_trailing_bytes_are_a_decode_error() -> None:
@@ -609,12 +669,40 @@ def test_valid_avro_with_an_inconsistent_plan_fails_validation() -> None:
     _assert_decode_error(_plan_record_with(stale), "fails validation")
 
 
-def test_operation_with_an_unknown_stage_fails_validation() -> None:
-    record = codec._operation_record(failed_operation())
-    record["stage"] = "TELEPORTED"
-    data = write_single_object(BUNDLED.current(OPERATION), record)
+@pytest.mark.parametrize(
+    ("subject", "record", "field", "unknown", "decode"),
+    [
+        (
+            OPERATION,
+            lambda: codec._operation_record(failed_operation()),
+            "stage",
+            "TELEPORTED",
+            decode_operation,
+        ),
+        (
+            DLQ_ENVELOPE,
+            lambda: codec._dlq_envelope_record(envelope()),
+            "status",
+            "FORGOTTEN",
+            decode_dlq_envelope,
+        ),
+        (
+            DEGRADATION_EVENT,
+            lambda: codec._degradation_event_record(degradation_event()),
+            "level",
+            "L9",
+            decode_degradation_event,
+        ),
+    ],
+)
+def test_a_value_its_enumeration_does_not_know_fails_validation(
+    subject: str, record: Any, field: str, unknown: str, decode: Any
+) -> None:
+    written = record()
+    written[field] = unknown
+    data = write_single_object(BUNDLED.current(subject), written)
 
-    _assert_decode_error(data, "fails validation", decode=decode_operation)
+    _assert_decode_error(data, "fails validation", decode=decode)
 
 
 # --- schema evolution ----------------------------------------------------------------------------
@@ -680,6 +768,7 @@ def test_bundled_catalogue_knows_every_subject() -> None:
         (PLAN, 1, "io.graphingest.IngestionPlan"),
         (OPERATION, 1, "io.graphingest.Operation"),
         (DLQ_ENVELOPE, 1, "io.graphingest.DlqEnvelope"),
+        (DEGRADATION_EVENT, 1, "io.graphingest.DegradationEvent"),
     }
 
 
@@ -752,7 +841,12 @@ def _assert_mirrors(record: dict[str, Any], model: type[BaseModel]) -> None:
 
 @pytest.mark.parametrize(
     ("subject", "model"),
-    [(PLAN, IngestionPlan), (OPERATION, Operation), (DLQ_ENVELOPE, DlqEnvelope)],
+    [
+        (PLAN, IngestionPlan),
+        (OPERATION, Operation),
+        (DLQ_ENVELOPE, DlqEnvelope),
+        (DEGRADATION_EVENT, DegradationEvent),
+    ],
 )
 def test_schema_mirrors_the_domain_model_field_by_field(
     subject: str, model: type[BaseModel]

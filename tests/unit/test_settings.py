@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from graph_ingest.settings import RelaySettings, TopicSettings
+from graph_ingest.settings import ApplierSettings, RelaySettings, Settings, TopicSettings
 
 
 def test_every_relay_of_a_schema_shares_one_transactional_id() -> None:
@@ -27,3 +27,13 @@ def test_the_retry_ladder_names_one_tier_topic_per_delay_then_the_dlq() -> None:
 def test_a_retry_delay_must_be_positive() -> None:
     with pytest.raises(ValidationError, match="positive"):
         TopicSettings(retry_delays_s=(1, 0))
+
+
+def test_the_degradation_window_comes_from_the_environment_and_must_be_positive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert ApplierSettings().degradation_stable_s == 60.0
+    monkeypatch.setenv("GRAPH_INGEST_APPLIER__DEGRADATION_STABLE_S", "2.5")
+    assert Settings().applier.degradation_stable_s == 2.5
+    with pytest.raises(ValidationError, match="degradation_stable_s"):
+        ApplierSettings(degradation_stable_s=0)

@@ -64,7 +64,8 @@ def topic_specs(topics: TopicSettings) -> list[TopicSpec]:
     """The pipeline's topics as configured: plans (key = space/documentId), the compacted
     operation log (key = operationId), the retry tiers and the dead-letter queue (keyed like the
     plans, with as many partitions, so a document's copies stay on one partition; the DLQ keeps
-    its messages until they are purged on purpose)."""
+    its messages until they are purged on purpose), and the workers' degradation events (key =
+    worker id, the broker's default retention)."""
     keyed_like_plans = [
         *(name for name, _ in topics.retry_tiers),
         topics.dlq,
@@ -94,6 +95,11 @@ def topic_specs(topics: TopicSettings) -> list[TopicSpec]:
                 config={"retention.ms": "-1"} if name == topics.dlq else {},
             )
             for name in keyed_like_plans
+        ),
+        TopicSpec(
+            name=topics.degradation,
+            partitions=topics.degradation_partitions,
+            replication_factor=topics.replication_factor,
         ),
     ]
 

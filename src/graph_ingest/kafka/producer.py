@@ -3,13 +3,15 @@
 ``produce_batch`` never returns while a message of the batch is unconfirmed: callers (the outbox
 relay, the plan publisher) only record success after it returns. Idempotence and ``acks=all`` come
 from :meth:`KafkaSettings.producer_config`, so order within a partition survives broker retries.
+``produce_nowait`` is for telemetry that must not hold its caller up: it hands one message over
+and leaves its acknowledgement to a callback.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -28,6 +30,8 @@ _client_logger = logging.getLogger("graph_ingest.kafka.client")
 
 DEFAULT_FLUSH_TIMEOUT_S = 30.0
 _QUEUE_FULL_POLL_S = 0.1
+
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
 class ProducerMessage(Protocol):
@@ -233,6 +237,22 @@ class KafkaProducer:
             error.delivered = deliveries.delivered_prefix()
             raise error
 
+    def produce_nowait(self, message: ProducerMessage, on_delivery: DeliveryCallback) -> None:
+        """Hand one message to the client and serve the delivery reports already due
+        (``poll(0)``), without waiting for its acknowledgement: ``on_delivery`` hears of it from
+        a later call or from :meth:`close`. Raises :class:`KafkaIngestError` at once if the client
+        refuses the message (its local queue is full, a fatal error); after a fatal error the
+        client is replaced, so that the next message can go."""
+        producer = self._require()
+        try:
+            _produce_one(producer, message, on_delivery, deadline=time.monotonic())
+        except (KafkaException, BufferError, ValueError, TypeError) as exc:
+            error = as_kafka_error(exc, f"producing a message to {message.topic}")
+            if error.fatal:
+                self._replace_client()
+            raise error from exc
+        producer.poll(0)
+
     def _drain_leftovers(self, producer: Producer, deadline: float) -> None:
         """Messages of an earlier failed batch may still be queued: settle them first so that
         an outage does not pile up copies of the same rows in the local queue."""
@@ -275,6 +295,7 @@ class KafkaProducer:
 __all__ = [
     "DEFAULT_FLUSH_TIMEOUT_S",
     "Deliveries",
+    "DeliveryCallback",
     "KafkaProducer",
     "ProducerMessage",
     "as_kafka_error",

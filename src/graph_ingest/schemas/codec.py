@@ -1,5 +1,5 @@
-"""Avro codec for the plan event (``ingestion.plans``), the operation event (``ingestion.operations``)
-and the DLQ envelope (``ingestion.plans.dlq``).
+"""Avro codec for the plan event (``ingestion.plans``), the operation event (``ingestion.operations``),
+the DLQ envelope (``ingestion.plans.dlq``) and the degradation event (``ingestion.degradation``).
 
 Wire format: Avro *single-object encoding* (Avro specification, "Single-object encoding")::
 
@@ -57,9 +57,11 @@ from graph_ingest.domain.mutation import PropertyValue
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.errors import GraphIngestError
+from graph_ingest.resilience.degradation import DegradationEvent
 from graph_ingest.schemas.errors import DecodeError, EncodeError
 from graph_ingest.schemas.registry import (
     BUNDLED,
+    DEGRADATION_EVENT,
     DLQ_ENVELOPE,
     OPERATION,
     PLAN,
@@ -72,9 +74,11 @@ __all__ = [
     "MARKER",
     "DecodeError",
     "EncodeError",
+    "decode_degradation_event",
     "decode_dlq_envelope",
     "decode_operation",
     "decode_plan",
+    "encode_degradation_event",
     "encode_dlq_envelope",
     "encode_operation",
     "encode_plan",
@@ -118,6 +122,16 @@ def encode_dlq_envelope(envelope: DlqEnvelope) -> bytes:
 
 def decode_dlq_envelope(data: bytes, *, catalogue: SchemaCatalogue = BUNDLED) -> DlqEnvelope:
     return _validate(DlqEnvelope, read_single_object(data, DLQ_ENVELOPE, catalogue), data)
+
+
+def encode_degradation_event(event: DegradationEvent) -> bytes:
+    return write_single_object(BUNDLED.current(DEGRADATION_EVENT), _degradation_event_record(event))
+
+
+def decode_degradation_event(
+    data: bytes, *, catalogue: SchemaCatalogue = BUNDLED
+) -> DegradationEvent:
+    return _validate(DegradationEvent, read_single_object(data, DEGRADATION_EVENT, catalogue), data)
 
 
 # --- single-object framing ----------------------------------------------------------------------
@@ -233,6 +247,12 @@ def _dlq_envelope_record(envelope: DlqEnvelope) -> dict[str, Any]:
     ):
         written["at"] = _micros(attempt.at, f"attempts[{index}].at")
     record["dead_lettered_at"] = _micros(envelope.dead_lettered_at, "dead_lettered_at")
+    return record
+
+
+def _degradation_event_record(event: DegradationEvent) -> dict[str, Any]:
+    record = event.model_dump(mode="python")
+    record["at"] = _micros(event.at, "at")
     return record
 
 

@@ -25,6 +25,7 @@ _PACKAGE = "graph_ingest.schemas"
 PLAN = "plan"
 OPERATION = "operation"
 DLQ_ENVELOPE = "dlq_envelope"
+DEGRADATION_EVENT = "degradation_event"
 
 _SCHEMA_FILE = re.compile(r"(?P<subject>[a-z][a-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.avsc")
 
