@@ -10,12 +10,15 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
 from graph_ingest.consumers.runtime import ApplierWorker
 from graph_ingest.consumers.wiring import build_applier, postgres_store, started
+from graph_ingest.demo.samples import Entity, sample_plan
+from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.waiting import wait_until
 from tests.integration.conftest import PipelineFactory
@@ -199,3 +202,77 @@ def test_partitions_assigned_during_an_in_place_retry_stay_paused(
             stop.set()
             thread.join(timeout=60)
     assert pipeline.sql("SELECT count(*) FROM operations WHERE stage <> 'COMPLETED'") == [(0,)]
+
+
+def test_retries_held_by_a_killed_applier_are_delivered_by_the_survivor_never_early(
+    pipeline_factory: PipelineFactory,
+    processes: list[subprocess.Popen[bytes]],
+    tmp_path: Path,
+) -> None:
+    delays = (1.0, 2.0, 4.0)
+    pipeline = pipeline_factory(
+        plan_partitions=PARTITIONS,
+        retry_delays_s=delays,
+        in_place_max_attempts=1,
+        retry_initial_backoff_s=0.05,
+        retry_max_backoff_s=0.2,
+    )
+    flaky = [
+        sample_plan(
+            "it", f"doc-{i}", "-", [Entity("Person", f"retry {i}")], [], graph=pipeline.graph
+        )
+        for i in range(60)
+    ]
+    steady = [doc_v1(pipeline, f"doc-steady-{i}") for i in range(60)]
+    # Given two appliers whose graph writes of the flaky plans time out while `flaky` exists
+    flaky_while = tmp_path / "flaky"
+    flaky_while.touch()
+    env = {**os.environ, **pipeline.env(), "FLAKY_WHILE": str(flaky_while)}
+    appliers = {}
+    for name in ("applier-1", "applier-2"):
+        appliers[name] = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.crash.applier_process",
+                str(tmp_path / name),
+                "flaky",
+            ],
+            cwd=REPO,
+            env={**env, "GRAPH_INGEST_KAFKA__CLIENT_ID": name},
+            stdout=(tmp_path / f"{name}.log").open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        processes.append(appliers[name])
+    wait_until(
+        lambda: group_members(pipeline) == set(appliers), timeout_s=60, what="both in the group"
+    )
+    pipeline.publish(*flaky, *steady)
+    # When retry copies are waiting on the tiers (held, not yet due), one applier is SIGKILLed
+    wait_until(
+        lambda: pipeline.sql("SELECT count(*) FROM failure_attempts")[0][0] >= 20,
+        timeout_s=60,
+        what="20 routed failures",
+    )
+    appliers["applier-1"].kill()
+    appliers["applier-1"].wait(timeout=30)
+    time.sleep(1.0)  # the survivor takes the partitions over, some retries fail once more
+    flaky_while.unlink()
+    # Then the survivor delivers every retry, none lost, none stuck paused
+    wait_completed(pipeline, len(flaky) + len(steady), timeout_s=120)
+    # and none early: each delivery after a failure came at least its tier's delay later
+    rows = pipeline.sql(
+        "SELECT operation_id, attempt, tier, at FROM failure_attempts ORDER BY operation_id, attempt"
+    )
+    failures: dict[str, list[tuple[int | None, Any]]] = {}
+    for operation_id, _, tier, at in rows:
+        failures.setdefault(operation_id, []).append((tier, at))
+    assert len(failures) >= 20
+    for operation_id, history in failures.items():
+        operation = pipeline.store.get_operation(operation_id)
+        assert operation is not None
+        deliveries = [at for _, at in history[1:]] + [operation.stage_times[Stage.GRAPH_APPLIED]]
+        for (tier, failed_at), next_delivery in zip(history, deliveries, strict=True):
+            next_tier = 0 if tier is None else tier + 1
+            assert (next_delivery - failed_at).total_seconds() >= delays[next_tier], operation_id
+    assert pipeline.sql("SELECT count(*) FROM dlq_entries") == [(0,)]

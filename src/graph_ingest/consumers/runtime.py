@@ -25,6 +25,11 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.resilience.backoff import backoff_delay
 from graph_ingest.resilience.breaker import BreakerState, CircuitBreaker
 from graph_ingest.resilience.classify import classify, dependency_of
+from graph_ingest.resilience.degradation import (
+    DegradationEvent,
+    DegradationLevel,
+    DegradationMonitor,
+)
 from graph_ingest.resilience.policy import FailureScope, counts_towards_split, scope_of
 from graph_ingest.settings import Settings
 
@@ -35,7 +40,12 @@ _LOUD = frozenset({StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED})
 
 class ApplierWorker:
     def __init__(
-        self, settings: Settings, applier: PlanApplier, *, topics: Sequence[str] | None = None
+        self,
+        settings: Settings,
+        applier: PlanApplier,
+        *,
+        topics: Sequence[str] | None = None,
+        report_degradation: Callable[[DegradationEvent], object] = lambda event: None,
     ) -> None:
         self._settings = settings
         self._applier = applier
@@ -58,6 +68,10 @@ class ApplierWorker:
             )
             for name in applier.dependencies
         }
+        self._degradation = DegradationMonitor(
+            settings.applier.worker_id, stable_s=settings.applier.degradation_stable_s
+        )
+        self._report_degradation = report_degradation
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -67,6 +81,7 @@ class ApplierWorker:
         log.info("applier consuming as group %s", settings.group_id)
         try:
             while not stop.is_set():
+                self._observe_degradation()
                 self._consume(settings.poll_timeout_s, settings.batch_linger_s)
                 if not self._pending:
                     continue
@@ -76,6 +91,9 @@ class ApplierWorker:
                 if self._apply_with_retry(batch, stop) is None:
                     break
                 self._commit()
+        except BaseException:
+            self._observe_degradation(healthy=False)
+            raise
         finally:
             self._commit()
             self._consumer.close()
@@ -194,6 +212,20 @@ class ApplierWorker:
                 log.warning("circuit breaker for %s closed: consuming again", breaker.name)
             breaker.record_success()
 
+    def _observe_degradation(self, *, healthy: bool = True) -> None:
+        """Report a change of this worker's degradation level (``resilience.degradation``)."""
+        states = {name: breaker.state for name, breaker in self._breakers.items()}
+        event = self._degradation.observe(states, worker_healthy=healthy)
+        if event is not None:
+            log.log(
+                logging.INFO if event.level is DegradationLevel.L0 else logging.WARNING,
+                "degradation %s -> %s: %s",
+                event.previous_level,
+                event.level,
+                event.reason,
+            )
+            self._report_degradation(event)
+
     def _paused_wait(
         self,
         stop: threading.Event,
@@ -208,6 +240,7 @@ class ApplierWorker:
         try:
             deadline = None if timeout_s is None else time.monotonic() + timeout_s
             while not stop.is_set():
+                self._observe_degradation()
                 if until():
                     return True
                 remaining = 0.5 if deadline is None else deadline - time.monotonic()

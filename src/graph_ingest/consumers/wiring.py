@@ -13,6 +13,7 @@ from graph_ingest.consumers.routing import Ladder
 from graph_ingest.consumers.runtime import ApplierWorker
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
+from graph_ingest.kafka.degradation import DegradationPublisher
 from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
@@ -58,8 +59,17 @@ def run_applier(
     Relays of one schema elect one active among them; the others stand by."""
     store = store or postgres_store(settings)
     graph = graph or Neo4jGraphWriter(settings.neo4j)
-    with started(store, graph), _relay_beside(settings, stop, enabled=relay):
-        ApplierWorker(settings, build_applier(settings, store, graph)).run(stop)
+    with (
+        started(store, graph),
+        _relay_beside(settings, stop, enabled=relay),
+        DegradationPublisher(settings) as degradation,
+    ):
+        worker = ApplierWorker(
+            settings,
+            build_applier(settings, store, graph),
+            report_degradation=degradation.publish,
+        )
+        worker.run(stop)
 
 
 @contextmanager

@@ -10,7 +10,8 @@ of four kinds (its *scope*):
   as it takes, never split it, never fail a plan for it.
 * ``CONTENTION`` — ABORTED (deadlock, serialization failure, a zombie lost a race): the same work
   succeeds when tried again. Retry in place; after ``max_in_place_attempts`` split the batch (fewer
-  plans, fewer locks), but never blame a plan for it.
+  plans, fewer locks); a plan that still loses alone goes to the next retry tier (later, it
+  usually wins), so it holds its partition no longer — the DLQ only after the whole ladder.
 * ``UNCERTAIN`` — DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL: a sick service or a plan too big
   to apply. Retry in place ``max_in_place_attempts`` times, then split; a plan that still fails
   alone is blamed only if the services answer a probe (else it is the service: retry in place).
@@ -93,7 +94,7 @@ def batch_action(code: StatusCode, *, in_place_exhausted: bool) -> BatchAction:
 def lone_plan_action(code: StatusCode) -> LonePlanAction:
     """A batch split down to one plan still fails with ``code``: is the plan to blame?"""
     scope = scope_of(code)
-    if scope is FailureScope.PLAN:
+    if scope in (FailureScope.PLAN, FailureScope.CONTENTION):
         return LonePlanAction.FAIL
     if scope is FailureScope.UNCERTAIN:
         return LonePlanAction.PROBE_THEN_FAIL
