@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+from graph_ingest.consumers.applier import Outcome
+from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.wiring import build_applier, postgres_store, started
 from graph_ingest.demo.samples import Entity, Relation, sample_plan
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import Operation
@@ -140,7 +143,10 @@ def test_poison_of_every_kind_lands_in_the_dlq_with_its_reason_while_the_rest_ap
     def tampered(record: dict[str, Any]) -> None:
         record["document_version"] = "999"
 
-    huge = sample_plan("it", "doc-huge", "x" * 30_000, [BABBAGE], [], graph=pipeline.graph)
+    small = sample_plan("it", "doc-huge", "Babbage.", [BABBAGE], [], graph=pipeline.graph)
+    node = small.mutation.node_upserts[0]
+    bio = node.model_copy(update={"properties": {**node.properties, "bio": "x" * 30_000}})
+    huge = with_mutation(small, small.mutation.model_copy(update={"node_upserts": (bio,)}))
     impostor = with_mutation(done, done.mutation.model_copy(update={"edge_upserts": ()}))
     operation_event = encode_operation(
         Operation.prepared(
@@ -288,3 +294,31 @@ def replay(pipeline: Pipeline, entry: DlqEntry) -> None:
             kafka_headers.DLQ_REPLAY: entry.dlq_id,
         },
     )
+
+
+def test_a_failure_redelivered_before_its_offset_commit_is_routed_only_once(
+    pipeline: Pipeline,
+) -> None:
+    plan = babbage(pipeline)
+    writer = FailingWriter(
+        pipeline.settings, StatusCode.DEADLINE_EXCEEDED, culprits=[BABBAGE.node_id("it")]
+    )
+    store = postgres_store(pipeline.settings)
+    consumed = PlanMessage(
+        topic=pipeline.settings.topics.plans,
+        partition=0,
+        offset=7,
+        key=plan.key.encode(),
+        value=encode_plan(plan),
+        plan=plan,
+    )
+    with started(store, writer):
+        applier = build_applier(pipeline.settings, store, writer)
+        # the worker crashed after the routing transaction, before committing the offset,
+        # so the same message comes again
+        first = applier.apply([consumed], in_place_exhausted=True)
+        again = applier.apply([consumed], in_place_exhausted=True)
+    assert first == again == {consumed.position: Outcome.RETRYING}
+    tier_topic = pipeline.settings.topics.retry_tiers[0][0]
+    assert pipeline.sql("SELECT count(*) FROM outbox WHERE topic = %s", tier_topic) == [(1,)]
+    assert pipeline.sql("SELECT count(*) FROM failure_attempts") == [(1,)]

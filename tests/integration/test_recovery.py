@@ -1,9 +1,10 @@
 """`graph-ingest resume` and `graph-ingest recover` against the real services.
 
-Stranded operations are made the way they happen: an applier whose Neo4j writes fail for some
-plans leaves them FAILED, one whose state commits fail leaves them GRAPH_APPLIED (the graph is
-written, the state is not), and a later version of a failed document stays PARKED behind it. The
-applier has moved past all of their messages, so nothing but a resume brings them back.
+Stranded operations are made the way they happen: an applier whose Neo4j writes time out for some
+plans leaves them FAILED, one whose state commits time out leaves them GRAPH_APPLIED (the graph is
+written, the state is not), and their retry copies are lost; a later version of a failed document
+stays PARKED behind it. The applier has moved past all of their messages, so nothing but a resume
+brings them back.
 """
 
 from __future__ import annotations
@@ -50,13 +51,15 @@ class _CommitFailingUnitOfWork:
 
     def commit_document_states(self, states: Sequence[DocumentState]) -> set[tuple[str, str]]:
         if any(s.document_id in self._documents for s in states):
-            raise StoreError("injected: the state commit is refused", code=StatusCode.DATA_LOSS)
+            raise StoreError(
+                "injected: the state commit timed out", code=StatusCode.DEADLINE_EXCEEDED
+            )
         return self._inner.commit_document_states(states)
 
 
 class CommitFailingStore(PostgresOperationStore):
-    """The real store, refusing (as a plan's fault) the state commit of ``documents``: their
-    operations stay GRAPH_APPLIED, their graph written, and the applier moves on."""
+    """The real store, timing out the state commit of ``documents``: their operations stay
+    GRAPH_APPLIED, their graph written, and the applier routes them to a retry tier."""
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(
@@ -89,13 +92,14 @@ class FaultyApplier:
 @pytest.fixture
 def applier(pipeline: Pipeline) -> Iterator[FaultyApplier]:
     faulty = FaultyApplier(
-        FailingWriter(pipeline.settings, StatusCode.INVALID_ARGUMENT),
+        FailingWriter(pipeline.settings, StatusCode.DEADLINE_EXCEEDED),
         CommitFailingStore(pipeline.settings),
     )
     thread = threading.Thread(
         target=run_applier,
         args=(pipeline.settings, faulty.stop),
-        kwargs={"store": faulty.store, "graph": faulty.writer},
+        # no relay beside it: the outbox keeps what it routes until a test starts one
+        kwargs={"store": faulty.store, "graph": faulty.writer, "relay": False},
         name="faulty-applier",
         daemon=True,
     )
@@ -123,11 +127,24 @@ def node_of(plan: IngestionPlan) -> str:
 
 
 def failed(p: Pipeline, a: FaultyApplier, *plans: IngestionPlan) -> None:
-    """Publish ``plans`` so that their graph write fails; wait until they are FAILED."""
+    """Publish ``plans`` so that their graph write times out; wait until they are FAILED, then
+    lose their retry-tier copies (still in the outbox: no relay runs): stranded FAILED."""
     a.writer.culprits.update(node_of(plan) for plan in plans)
     p.publish(*plans)
     for plan in plans:
         p.wait_stage(plan.operation_id, Stage.FAILED)
+    lose_retry_copies(p)
+
+
+def lose_retry_copies(p: Pipeline) -> None:
+    """Delete the retry-tier copies the applier routed (they wait in the outbox: no relay)."""
+    tiers = [topic for topic, _ in p.settings.topics.retry_tiers]
+    p.execute("DELETE FROM outbox WHERE topic = ANY(%s)", tiers)
+    wait_until(  # recover leaves an operation alone while a retry is scheduled for it
+        lambda: p.sql("SELECT count(*) FROM operations WHERE next_retry_at > now()") == [(0,)],
+        timeout_s=30,
+        what="the scheduled retries to be due",
+    )
 
 
 def graph_applied(p: Pipeline, a: FaultyApplier, *plans: IngestionPlan) -> None:
@@ -144,6 +161,7 @@ def graph_applied(p: Pipeline, a: FaultyApplier, *plans: IngestionPlan) -> None:
             )
 
         wait_until(stranded, timeout_s=60, what=f"{plan.operation_id} left GRAPH_APPLIED")
+    lose_retry_copies(p)
 
 
 def resumed_messages(p: Pipeline, via: str) -> Counter[str]:
