@@ -170,7 +170,10 @@ def applier_rate(base: Settings, count: int, batch: int) -> tuple[float, float]:
         publisher.publish(plans)
         publisher.close()
         stop = threading.Event()
-        worker = threading.Thread(target=run_applier, args=(settings, stop))
+        # the applier alone, as before routing: its relay runs elsewhere in a deployment
+        worker = threading.Thread(
+            target=run_applier, args=(settings, stop), kwargs={"relay": False}
+        )
         worker.start()
         try:
             with psycopg.connect(settings.postgres.conninfo(), autocommit=True) as conn:

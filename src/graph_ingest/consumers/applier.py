@@ -15,8 +15,8 @@ Every step takes the locks of its documents first (``UnitOfWork.lock_documents``
 to park and the release after a commit cannot miss each other. Every stage change goes to the
 outbox in the transaction that makes it. How a failure is treated follows from its code
 (``resilience.policy``): a batch is split until the plan at fault is alone, and only that plan is
-failed; failures of a service, not of a plan, propagate so the caller retries the batch in place.
-Every step is idempotent on re-entry.
+routed, to the next retry tier or the DLQ (``routing``); failures of a service, not of a plan,
+propagate so the caller retries the batch in place. Every step is idempotent on re-entry.
 """
 
 from __future__ import annotations

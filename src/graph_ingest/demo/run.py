@@ -17,7 +17,6 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.kafka.admin import ensure_topics
 from graph_ingest.producers.plan_publisher import PlanPublisher
-from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.settings import Settings
 from graph_ingest.stack.manager import LocalStack
 from graph_ingest.store.base import OperationStore
@@ -131,19 +130,12 @@ def _wait_for(store: OperationStore, expected: list[tuple[str, IngestionPlan, St
 
 @contextmanager
 def _workers(settings: Settings) -> Iterator[None]:
+    """One applier, as `graph-ingest worker applier` runs it: with an outbox relay beside it."""
     stop = threading.Event()
-    relay = OutboxRelay(settings)
-    relay.start()
-    threads = [
-        threading.Thread(target=run_applier, args=(settings, stop), name="applier"),
-        threading.Thread(target=relay.run, args=(stop,), name="relay"),
-    ]
-    for thread in threads:
-        thread.start()
+    applier = threading.Thread(target=run_applier, args=(settings, stop), name="applier")
+    applier.start()
     try:
         yield
     finally:
         stop.set()
-        for thread in threads:
-            thread.join(timeout=60)
-        relay.close()
+        applier.join(timeout=60)
