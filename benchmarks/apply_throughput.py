@@ -133,7 +133,8 @@ def _drop_label(driver: Any, label: str) -> None:
 
 
 @contextmanager
-def isolated(base: Settings, batch: int) -> Iterator[Settings]:
+def isolated(base: Settings, batch: int, **applier: Any) -> Iterator[Settings]:
+    """Topics, schema and group of one run; ``applier`` overrides applier settings."""
     tag = uuid.uuid4().hex[:8]
     settings = base.model_copy(
         update={
@@ -146,7 +147,7 @@ def isolated(base: Settings, batch: int) -> Iterator[Settings]:
             ),
             "postgres": base.postgres.model_copy(update={"schema_name": f"bench_{tag}"}),
             "applier": base.applier.model_copy(
-                update={"group_id": f"bench.{tag}", "batch_max_plans": batch}
+                update={"group_id": f"bench.{tag}", "batch_max_plans": batch, **applier}
             ),
         }
     )

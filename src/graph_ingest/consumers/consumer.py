@@ -33,6 +33,8 @@ from graph_ingest.schemas.codec import decode_plan
 log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
+# The log record attribute of a retry-tier message's delivery: seconds after it was due.
+TIER_LATENESS = "tier_lateness_s"
 RevokeHandler = Callable[[set[Partition]], None]
 
 
@@ -161,9 +163,18 @@ class PlanConsumer:
                 continue  # a held partition is fetched again from its head once that is due
             if partition[0] in self._tier_topics:
                 due_at = _due_at(message)
-                if due_at is not None and due_at > self._clock():
+                now = self._clock()
+                if due_at is not None and due_at > now:
                     self._hold(partition, message.offset() or 0, due_at)
                     continue
+                if due_at is not None:
+                    log.debug(
+                        "%s[%d]@%d delivered %.3fs after it was due",
+                        *partition,
+                        message.offset(),
+                        now - due_at,
+                        extra={TIER_LATENESS: now - due_at},
+                    )
             yield message
 
     # -- retry tiers: a partition waits for its head to be due ----------------------------
@@ -275,4 +286,4 @@ def _due_at(message: Message) -> float | None:
     return None if retry is None else retry.due_at.timestamp()
 
 
-__all__ = ["PlanConsumer", "decode_message"]
+__all__ = ["TIER_LATENESS", "PlanConsumer", "decode_message"]
