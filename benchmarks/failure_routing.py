@@ -2,12 +2,15 @@
 
 * ``lateness``: plans whose graph write always times out walk the whole retry ladder (default
   1s / 5s / 30s) into the DLQ; per tier, how long after its due time each copy was handed to the
-  applier (p50 / p99 over every hop), as the consumer logs it.
+  applier (p50 / p99 over every hop), as the consumer logs it. While a failing batch is retried
+  in place every partition waits, tiers included: each failing delivery here is tried once in
+  place after ``--in-place-backoff`` seconds (the setting's default is 0.5 s), so with every plan
+  failing that wait shows in the lateness too.
 * ``outage``: a producer offers ``--rate`` plans/s while Neo4j or PostgreSQL is killed for
   ``--outage`` seconds; once the service is back: the time to the first apply, the backlog, and
   the rate it drains at next to the applier's maximum rate on a backlog (measured in the same run).
 
-    python benchmarks/failure_routing.py lateness [--plans 20] [--spacing 0.5]
+    python benchmarks/failure_routing.py lateness [--plans 20] [--spacing 0.5] [--in-place-backoff 0.05]
     python benchmarks/failure_routing.py outage [--service neo4j|postgres] [--rate 50] [--outage 60]
 """
 
@@ -67,8 +70,13 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def lateness(base: Settings, count: int, spacing_s: float) -> None:
-    with isolated(base, base.applier.batch_max_plans, in_place_max_attempts=1) as settings:
+def lateness(base: Settings, count: int, spacing_s: float, in_place_backoff_s: float) -> None:
+    with isolated(
+        base,
+        base.applier.batch_max_plans,
+        in_place_max_attempts=1,
+        retry_initial_backoff_s=in_place_backoff_s,
+    ) as settings:
         delays = settings.topics.retry_delays_s
         plans = make_plans(count, GraphOptions(node_label=f"B_{settings.postgres.schema_name}"))
         stop = threading.Event()
@@ -102,7 +110,7 @@ def lateness(base: Settings, count: int, spacing_s: float) -> None:
         late[tiers[record.args[0]]].append(getattr(record, TIER_LATENESS))  # type: ignore[index]
     print(
         f"{count} plans published {spacing_s:g}s apart, each walking {len(delays)} tiers "
-        "into the DLQ"
+        f"into the DLQ; in-place backoff {in_place_backoff_s:g}s"
     )
     print("tier     hops   lateness p50   p99     min")
     for index, values in late.items():
@@ -190,6 +198,7 @@ def main() -> None:
         default=0.5,
         help="seconds between plans (0: one burst, so failing batches delay the due copies)",
     )
+    late.add_argument("--in-place-backoff", type=float, default=0.05)
     down = sub.add_parser("outage")
     down.add_argument("--service", choices=["neo4j", "postgres"], default="neo4j")
     down.add_argument("--rate", type=float, default=50.0)
@@ -198,7 +207,7 @@ def main() -> None:
     settings = Settings()
     LocalStack(settings).up()
     if args.figure == "lateness":
-        lateness(settings, args.plans, args.spacing)
+        lateness(settings, args.plans, args.spacing, args.in_place_backoff)
     else:
         outage(settings, args.service, args.rate, args.outage)
 

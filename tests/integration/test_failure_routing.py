@@ -8,12 +8,15 @@ batch is tried once in place, then alone, and only then routed.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from graph_ingest.cli.main import cli
 from graph_ingest.consumers.applier import Outcome
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.consumers.wiring import build_applier, postgres_store, started
@@ -98,6 +101,29 @@ def test_a_fault_that_persists_walks_1s_5s_30s_then_the_dlq_with_one_trace_id(
     for topic, _ in pipeline.settings.topics.retry_tiers:
         copies = read_to_end(pipeline.settings, topic)
         assert [key for key, _, _ in copies] == [culprit.key.encode()]
+    # and `status` shows every failure with its structured detail
+    runner = CliRunner(env=pipeline.env())
+    shown = json.loads(runner.invoke(cli, ["status", culprit.operation_id, "--json"]).output)
+    failures = shown["failures"]
+    assert [(f["tier"], f["routed_to"]) for f in failures] == [
+        (None, "TIER"),
+        (0, "TIER"),
+        (1, "TIER"),
+        (2, "DLQ"),
+    ]
+    assert failures[0]["detail"]["retry"] == {
+        "retryable": True,
+        "attempts_left": 3,
+        "retry_after_s": 1.0,
+        "strategy": "NEXT_TIER",
+    }
+    assert failures[-1]["detail"]["retry"]["strategy"] == "DEAD_LETTER"
+    assert failures[0]["detail"]["context"]["topic"] == pipeline.settings.topics.plans
+    assert failures[0]["detail"]["context"]["stage"] == "PREPARED"
+    assert {f["detail"]["trace_id"] for f in failures} == {trace.trace_id}
+    human = runner.invoke(cli, ["status", culprit.operation_id]).output
+    assert f"dlq entry   {entry.dlq_id}" in human
+    assert human.count(trace.trace_id) == 4
 
 
 def test_a_fault_once_completes_after_one_retry_no_earlier_than_its_delay(

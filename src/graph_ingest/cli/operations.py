@@ -9,6 +9,7 @@ from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.settings import Settings
+from graph_ingest.store.base import FailureAttempt
 
 
 @click.command("publish-plan")
@@ -42,7 +43,8 @@ def publish_plan(plan_file: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the operation as JSON.")
 @reports_errors
 def status(operation_id: str, as_json: bool) -> None:
-    """Show where operation OPERATION_ID is: stage, attempts, timestamps, last error.
+    """Show where operation OPERATION_ID is: stage, attempts, timestamps, last error, and every
+    failure routed to a retry tier or the DLQ (error id, trace id, where, retry advice).
 
     Exit code 3 when the operation is unknown.
 
@@ -56,14 +58,46 @@ def status(operation_id: str, as_json: bool) -> None:
     store.start()
     try:
         operation = store.get_operation(operation_id)
+        with store.unit_of_work() as uow:
+            failures = uow.failure_history(operation_id)
     finally:
         store.close()
     if operation is None:
         click.echo(f"operation {operation_id} not found", err=True)
         raise SystemExit(ExitCode.NOT_FOUND)
-    click.echo(
-        json.dumps(operation.model_dump(mode="json"), indent=2) if as_json else _describe(operation)
-    )
+    if as_json:
+        document = {
+            **operation.model_dump(mode="json"),
+            "failures": [_failure_json(f) for f in failures],
+        }
+        click.echo(json.dumps(document, indent=2))
+    else:
+        click.echo("\n".join([_describe(operation), *_describe_failures(failures)]))
+
+
+def _failure_json(failure: FailureAttempt) -> dict[str, object]:
+    return {
+        "attempt": failure.attempt,
+        "tier": failure.tier,
+        "routed_to": failure.routed_to,
+        "at": failure.at.isoformat(),
+        "source": list(failure.source) if failure.source else None,
+        "detail": failure.detail.model_dump(mode="json"),
+    }
+
+
+def _describe_failures(failures: list[FailureAttempt]) -> list[str]:
+    lines = []
+    for failure in failures:
+        detail = failure.detail
+        where = "main topic" if failure.tier is None else f"tier {failure.tier}"
+        lines.append(
+            f"  attempt {failure.attempt:<3} {where:<10} -> {failure.routed_to:<4} "
+            f"{failure.at.isoformat()}  {detail.code} {detail.error_class}: {detail.message}"
+            f"  (error {detail.error_id}, trace {detail.trace_id}, worker "
+            f"{detail.context.worker_id})"
+        )
+    return ["failures", *lines] if lines else []
 
 
 def _describe(op: Operation) -> str:
@@ -81,6 +115,8 @@ def _describe(op: Operation) -> str:
         error = op.last_error
         label = "reason" if op.stage in (Stage.CONFLICT, Stage.PARKED) else "last error"
         lines.append(f"{label:<12}{error.code} {error.error_class}: {error.message}")
-    if op.next_retry_at:
+    if op.next_retry_at and op.stage is Stage.FAILED:
         lines.append(f"next retry  {op.next_retry_at.isoformat()}")
+    if op.dlq_id and op.stage is Stage.DEAD_LETTERED:
+        lines.append(f"dlq entry   {op.dlq_id} (graph-ingest dlq show {op.dlq_id})")
     return "\n".join(lines)

@@ -139,7 +139,14 @@ class PlanConsumer:
         ``linger_s`` more for the rest. Rebalance callbacks run inside this call."""
         consumer = self._require()
         self._release_due()
-        raw = consumer.consume(num_messages=max_messages, timeout=timeout_s)
+        # poll, not consume, for the first: librdkafka's consume waits its whole timeout unless
+        # the batch fills, and a lone message (a retry falling due) would wait with it.
+        first = consumer.poll(timeout_s)
+        if first is None:
+            return []
+        raw = [first]
+        if max_messages > 1:
+            raw.extend(consumer.consume(num_messages=max_messages - 1, timeout=0))
         deadline = time.monotonic() + linger_s
         while raw and len(raw) < max_messages and (remaining := deadline - time.monotonic()) > 0:
             more = consumer.consume(num_messages=max_messages - len(raw), timeout=remaining)
