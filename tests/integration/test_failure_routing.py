@@ -291,21 +291,29 @@ def test_later_versions_follow_a_dead_lettered_one_and_its_replay_releases_them(
         dead = pipeline.wait_stage(follower.operation_id, Stage.DEAD_LETTERED)
         assert dead.last_error is not None
         assert f"parked behind {v1.operation_id}" in dead.last_error.message
-    entries = {e.operation_id: e for e in pipeline.dlq_entries(3)}
-    assert entries[v2.operation_id].parked_behind == v1.operation_id
-    assert entries[v3.operation_id].parked_behind == v1.operation_id
+    # and a version that arrives while v1 is in the DLQ follows it there at once
+    v4 = sample_plan(
+        "it", "doc-x", "Babbage alone.", [BABBAGE], [], previous=v3.next_state,
+        graph=pipeline.graph,
+    )  # fmt: skip
+    pipeline.publish(v4)
+    pipeline.wait_stage(v4.operation_id, Stage.DEAD_LETTERED)
+    entries = {e.operation_id: e for e in pipeline.dlq_entries(4)}
+    for follower in (v2, v3, v4):
+        assert entries[follower.operation_id].parked_behind == v1.operation_id
     assert pipeline.store.get_document_state("it", "doc-x") is None
-    # When the fault is gone and v1 is replayed, v1 completes and releases v2, then v3
+    # When the fault is gone and v1 is replayed, v1 completes and releases v2, v3, then v4
     writer.culprits.clear()
     replay(pipeline, entries[v1.operation_id])
-    finished = [pipeline.wait_stage(v.operation_id, Stage.COMPLETED) for v in (v1, v2, v3)]
+    finished = [pipeline.wait_stage(v.operation_id, Stage.COMPLETED) for v in (v1, v2, v3, v4)]
     committed = [f.stage_times[Stage.STATE_COMMITTED] for f in finished]
     assert committed == sorted(committed)
-    assert pipeline.store.get_document_state("it", "doc-x").revision == 3  # type: ignore[union-attr]
+    assert pipeline.store.get_document_state("it", "doc-x").revision == 4  # type: ignore[union-attr]
     statuses = dict(
         pipeline.sql("SELECT operation_id, status FROM dlq_entries WHERE parked_behind IS NOT NULL")
     )
-    assert statuses == {v2.operation_id: "REPLAYED", v3.operation_id: "REPLAYED"}
+    followers = (v2.operation_id, v3.operation_id, v4.operation_id)
+    assert statuses == dict.fromkeys(followers, "REPLAYED")
 
 
 def replay(pipeline: Pipeline, entry: DlqEntry) -> None:

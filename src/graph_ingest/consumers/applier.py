@@ -49,7 +49,7 @@ from graph_ingest.resilience.policy import (
     lone_plan_action,
 )
 from graph_ingest.schemas.codec import decode_plan
-from graph_ingest.store.base import NewOperation, OperationStore, UnitOfWork
+from graph_ingest.store.base import CommittedRevision, NewOperation, OperationStore, UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +295,37 @@ class PlanApplier:
         uow.save_operations([op for w in admitted for op in w.flush_changes()])
         if repaired:
             uow.ensure_history(repaired)
+        self._follow_dead_lettered(uow, admitted, revisions, outcomes, now)
         return [w for w in admitted if w.message.position not in outcomes]
+
+    def _follow_dead_lettered(
+        self,
+        uow: UnitOfWork,
+        admitted: list[_Work],
+        revisions: dict[tuple[str, str], CommittedRevision],
+        outcomes: dict[Position, Outcome],
+        now: datetime,
+    ) -> None:
+        """A plan parked behind a version that is in the DLQ follows it there at once, as the
+        plans parked before it went there did: it cannot apply before that one is replayed."""
+        parked = [w for w in admitted if outcomes.get(w.message.position) is Outcome.PARKED]
+        if not parked:
+            return
+        blocking = uow.dead_lettered_at(
+            [
+                (
+                    w.plan.space,
+                    w.plan.document_id,
+                    r.revision if (r := revisions.get(w.document)) else 0,
+                )
+                for w in parked
+            ]
+        )
+        for work in parked:
+            leader = blocking.get(work.document)
+            if leader is not None and work.message.value is not None:
+                self._router.follow(uow, leader, [(work.operation, work.message.value)], now)
+                outcomes[work.message.position] = Outcome.DEAD_LETTERED
 
     def _write_graph(self, admitted: list[_Work]) -> None:
         """Registrations, the graph write and GRAPH_APPLIED, fenced by the document locks."""

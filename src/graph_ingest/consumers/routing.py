@@ -247,6 +247,17 @@ class FailureRouter:
             for op, plan_bytes in uow.parked_on_document(leader.space, leader.document_id)
             if op.expected_revision > leader.expected_revision
         ]
+        self.follow(uow, leader, followers, at)
+
+    def follow(
+        self,
+        uow: UnitOfWork,
+        leader: Operation,
+        followers: Sequence[tuple[Operation, bytes]],
+        at: datetime,
+    ) -> None:
+        """Dead-letter ``followers`` (PARKED operations with their plan bytes, locked by the
+        caller) behind ``leader``, which is in the DLQ; they are released when it completes."""
         saved = []
         for op, plan_bytes in followers:
             info = ErrorInfo(

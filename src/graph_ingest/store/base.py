@@ -201,6 +201,13 @@ class UnitOfWork(Protocol):
     def parked_on_document(self, space: str, document_id: str) -> list[tuple[Operation, bytes]]:
         """The PARKED operations of a document (locked), with their plan bytes, in revision order."""
 
+    def dead_lettered_at(
+        self, keys: Sequence[tuple[str, str, int]]
+    ) -> dict[tuple[str, str], Operation]:
+        """Per (space, document_id, revision): a DEAD_LETTERED operation of the document that
+        expects that revision and whose DLQ entry is pending review — the one every later
+        version waits behind."""
+
     def dlq_entries(self, dlq_ids: Sequence[str]) -> dict[str, DlqEntry]:
         """The DLQ index rows that exist, locked (FOR UPDATE), keyed by id."""
 

@@ -309,6 +309,21 @@ FOR UPDATE
 """
 )
 
+DEAD_LETTERED_AT = (
+    "SELECT DISTINCT ON (o.space, o.document_id) "
+    + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
+    + """
+FROM operations AS o
+JOIN unnest(%(space)s::text[], %(document_id)s::text[], %(expected_revision)s::int[])
+  AS k(space, document_id, expected_revision)
+  ON o.space = k.space AND o.document_id = k.document_id
+ AND o.expected_revision = k.expected_revision
+JOIN dlq_entries AS d ON d.dlq_id = o.dlq_id AND d.status = %(pending)s
+WHERE o.stage = %(dead_lettered)s
+ORDER BY o.space, o.document_id, o.created_at, o.operation_id
+"""
+)
+
 DLQ_ENTRY_COLUMNS = """
     dlq_id, status, operation_id, fingerprint, space, document_id, code, error_class, message,
     parked_behind, original_topic, original_partition, original_offset, attempts,

@@ -290,6 +290,25 @@ class PostgresUnitOfWork:
         return [(rows.operation_from_row(row), bytes(row["plan_bytes"])) for row in found]
 
     @translated
+    def dead_lettered_at(
+        self, keys: Sequence[tuple[str, str, int]]
+    ) -> dict[DocumentKey, Operation]:
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return {}
+        found = self._fetch(
+            sql.DEAD_LETTERED_AT,
+            {
+                "space": [k[0] for k in unique],
+                "document_id": [k[1] for k in unique],
+                "expected_revision": [k[2] for k in unique],
+                "dead_lettered": Stage.DEAD_LETTERED.value,
+                "pending": DlqStatus.PENDING_REVIEW.value,
+            },
+        )
+        return {(row["space"], row["document_id"]): rows.operation_from_row(row) for row in found}
+
+    @translated
     def dlq_entries(self, dlq_ids: Sequence[str]) -> dict[str, DlqEntry]:
         if not dlq_ids:
             return {}
