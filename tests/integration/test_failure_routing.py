@@ -57,6 +57,16 @@ def babbage(pipeline: Pipeline, document_id: str = "doc-babbage") -> IngestionPl
     return sample_plan("it", document_id, "Babbage.", [BABBAGE], [], graph=pipeline.graph)
 
 
+def babbage_times_out(pipeline: Pipeline, deliveries: int | None = None) -> FailingWriter:
+    """A writer whose writes of Babbage time out: for ``deliveries`` deliveries, else always."""
+    return FailingWriter(
+        pipeline.settings,
+        StatusCode.DEADLINE_EXCEEDED,
+        culprits=[BABBAGE.node_id("it")],
+        fail_times=None if deliveries is None else deliveries * ONE_DELIVERY,
+    )
+
+
 def hop_delays(entry: DlqEntry) -> list[float]:
     """Seconds between consecutive failed attempts of a DLQ entry's history."""
     attempts = decode_dlq_envelope(entry.envelope).attempts
@@ -68,9 +78,7 @@ def test_a_fault_that_persists_walks_1s_5s_30s_then_the_dlq_with_one_trace_id(
 ) -> None:
     pipeline = pipeline_factory(retry_delays_s=(1.0, 5.0, 30.0), **ROUTING)
     culprit, bystander = babbage(pipeline), doc_v1(pipeline)
-    writer = FailingWriter(
-        pipeline.settings, StatusCode.DEADLINE_EXCEEDED, culprits=[BABBAGE.node_id("it")]
-    )
+    writer = babbage_times_out(pipeline)
     trace = TraceParent.new()
     pipeline.start_applier(writer)
     pipeline.publish_raw(
@@ -131,12 +139,7 @@ def test_a_fault_once_completes_after_one_retry_no_earlier_than_its_delay(
 ) -> None:
     pipeline = pipeline_factory(**ROUTING)
     plan = babbage(pipeline)
-    writer = FailingWriter(
-        pipeline.settings,
-        StatusCode.DEADLINE_EXCEEDED,
-        culprits=[BABBAGE.node_id("it")],
-        fail_times=ONE_DELIVERY,
-    )
+    writer = babbage_times_out(pipeline, deliveries=1)
     pipeline.start_applier(writer)
     pipeline.publish(plan)
     done = pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
@@ -254,12 +257,7 @@ def test_later_versions_park_behind_a_retrying_one_and_commit_after_it_in_order(
 ) -> None:
     pipeline = pipeline_factory(**ROUTING)
     v1, v2, v3 = three_versions(pipeline)
-    writer = FailingWriter(
-        pipeline.settings,
-        StatusCode.DEADLINE_EXCEEDED,
-        culprits=[BABBAGE.node_id("it")],
-        fail_times=ONE_DELIVERY,
-    )
+    writer = babbage_times_out(pipeline, deliveries=1)
     pipeline.start_applier(writer)
     pipeline.publish(v1)
     pipeline.wait_stage(v1.operation_id, Stage.FAILED)
@@ -278,9 +276,7 @@ def test_later_versions_follow_a_dead_lettered_one_and_its_replay_releases_them(
 ) -> None:
     pipeline = pipeline_factory(**ROUTING)
     v1, v2, v3 = three_versions(pipeline)
-    writer = FailingWriter(
-        pipeline.settings, StatusCode.DEADLINE_EXCEEDED, culprits=[BABBAGE.node_id("it")]
-    )
+    writer = babbage_times_out(pipeline)
     pipeline.start_applier(writer)
     pipeline.publish(v1)
     pipeline.wait_stage(v1.operation_id, Stage.FAILED)
@@ -334,9 +330,7 @@ def test_a_failure_redelivered_before_its_offset_commit_is_routed_only_once(
     pipeline: Pipeline,
 ) -> None:
     plan = babbage(pipeline)
-    writer = FailingWriter(
-        pipeline.settings, StatusCode.DEADLINE_EXCEEDED, culprits=[BABBAGE.node_id("it")]
-    )
+    writer = babbage_times_out(pipeline)
     store = postgres_store(pipeline.settings)
     consumed = PlanMessage(
         topic=pipeline.settings.topics.plans,

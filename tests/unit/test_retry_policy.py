@@ -62,7 +62,7 @@ def test_a_lone_plan_is_blamed_for_its_own_faults_and_after_a_probe_for_uncertai
     expected = {
         FailureScope.PLAN: LonePlanAction.FAIL,
         FailureScope.UNCERTAIN: LonePlanAction.PROBE_THEN_FAIL,
-        FailureScope.CONTENTION: LonePlanAction.FAIL,
+        FailureScope.CONTENTION: LonePlanAction.RETRY_IN_PLACE,
         FailureScope.DEPENDENCY: LonePlanAction.RETRY_IN_PLACE,
     }[SCOPES[code]]
     assert lone_plan_action(code) is expected

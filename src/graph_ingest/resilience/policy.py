@@ -10,8 +10,8 @@ of four kinds (its *scope*):
   as it takes, never split it, never fail a plan for it.
 * ``CONTENTION`` — ABORTED (deadlock, serialization failure, a zombie lost a race): the same work
   succeeds when tried again. Retry in place; after ``max_in_place_attempts`` split the batch (fewer
-  plans, fewer locks); a plan that still loses alone goes to the next retry tier (later, it
-  usually wins), so it holds its partition no longer — the DLQ only after the whole ladder.
+  plans, fewer locks), but never blame a plan for it: lock contention on hot entities is the
+  price of a busy graph, not a failure to route (a lone plan that loses is tried again in place).
 * ``UNCERTAIN`` — DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL: a sick service or a plan too big
   to apply. Retry in place ``max_in_place_attempts`` times, then split; a plan that still fails
   alone is blamed only if the services answer a probe (else it is the service: retry in place).
@@ -27,7 +27,8 @@ says where its message goes from where it is (the main topic, retry tier *k*, a 
   never blamed on a plan and never sent to the DLQ. That is how "PERMISSION_DENIED and
   UNAUTHENTICATED never retry" is kept: no retry of the *plan* (no tier, no attempt counted) — the
   worker pauses until an operator fixes access, instead of dead-lettering every plan meanwhile.
-* ABORTED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED go to the next tier, then the DLQ after the last.
+* ABORTED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED go to the next tier, then the DLQ after the last
+  (the apply loop never routes ABORTED itself: it retries contention in place).
 * INTERNAL too, but only while fewer than ``max_internal_attempts`` deliveries have failed.
 * ``PLAN`` codes go to the DLQ at once: the same bytes would fail the same way.
 * From a replay, every routed failure returns to the DLQ (its history extended): a replay is an
@@ -94,7 +95,7 @@ def batch_action(code: StatusCode, *, in_place_exhausted: bool) -> BatchAction:
 def lone_plan_action(code: StatusCode) -> LonePlanAction:
     """A batch split down to one plan still fails with ``code``: is the plan to blame?"""
     scope = scope_of(code)
-    if scope in (FailureScope.PLAN, FailureScope.CONTENTION):
+    if scope is FailureScope.PLAN:
         return LonePlanAction.FAIL
     if scope is FailureScope.UNCERTAIN:
         return LonePlanAction.PROBE_THEN_FAIL
