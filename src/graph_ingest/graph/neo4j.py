@@ -156,8 +156,18 @@ class Neo4jGraphWriter:
         """A trivial write transaction on the default database: does Neo4j take writes at all?
 
         Tells a sick or unreachable database apart from a batch that fails on its own content.
-        It merges one node labelled ``GraphIngestProbe`` (kept, so the probe stays a no-op)."""
-        self._managed(self._settings.database, "probe", _probe, write=True)
+        It merges one node labelled ``GraphIngestProbe`` (kept, so the probe stays a no-op).
+        An explicit transaction, not a managed one: the driver's own retries would hold a probe
+        started during an outage for seconds after Neo4j is back, and the breaker that asked
+        wants the answer now (it probes again next interval)."""
+        driver = self._require_driver()
+        with (
+            _translated("probe"),
+            driver.session(database=self._settings.database) as session,
+            session.begin_transaction() as tx,
+        ):
+            _probe(tx)
+            tx.commit()
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -249,7 +259,7 @@ def _write_statements(tx: neo4j.ManagedTransaction, statements: list[Statement])
             )
 
 
-def _probe(tx: neo4j.ManagedTransaction) -> None:
+def _probe(tx: neo4j.Transaction) -> None:
     tx.run("MERGE (p:GraphIngestProbe {id: 'probe'}) SET p.at = timestamp()").consume()
 
 
