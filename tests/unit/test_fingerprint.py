@@ -1,8 +1,17 @@
+import math
+import random
+import struct
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from graph_ingest.domain.errors import FingerprintMismatch
+from graph_ingest.domain.fingerprint import (
+    _prepared,
+    canonical_json,
+    es6_number,
+    reference_canonical_json,
+)
 from graph_ingest.domain.mutation import EdgeUpsert, NodeUpsert
 from graph_ingest.domain.plan import IngestionPlan, Provenance
 from tests.unit.plans import plan_for
@@ -141,3 +150,73 @@ def test_int_and_float_of_equal_value_are_one_json_number() -> None:
         }
     )
     assert as_int.computed_fingerprint() == as_float.computed_fingerprint()
+
+
+# -- the fast canonical writer is the RFC 8785 reference, byte for byte ----------------------
+
+
+def _random_doubles(count: int) -> list[float]:
+    rng = random.Random(8785)
+    found: list[float] = []
+    while len(found) < count:
+        value = struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
+        if math.isfinite(value):
+            found.append(value)
+    return found
+
+
+EDGE_FLOATS = [
+    0.0, -0.0, 1.0, -1.0, 0.1, 1e21, 1e20, 9.999999999999999e20, 1e-6, 1e-7, 0.000001,
+    1.5e-7, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 2.0**53, 123e-20,
+    333333333.33333329, 100.0, 1234567890123456789.0,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", [*EDGE_FLOATS, *_random_doubles(3000)])
+def test_a_float_is_written_as_rfc8785_writes_it(value: float) -> None:
+    assert es6_number(value).encode() == reference_canonical_json(value)
+    assert canonical_json({"x": [value]}) == reference_canonical_json({"x": [value]})
+
+
+TEXTS = [
+    "", "plain", "é ü ß 中文", "emoji 😀 and 𝄞", "\x00\x01\x1f\x7f", "\b\f\n\r\t",
+    'quote " backslash \\ slash /', "\u2028\u2029", "\ud7ff\ue000\uffff",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_text_and_keys_are_written_and_sorted_as_rfc8785_does(text: str) -> None:
+    content = {
+        text: text,
+        "a" + text: [text, {text: 1, "\U0001f600": 2, "\uffff": 3, "z": None}],
+        "\ue000": True,
+        "\U00010000": False,
+    }
+    assert canonical_json(content) == reference_canonical_json(content)
+
+
+@pytest.mark.parametrize("value", [2**53 - 1, -(2**53 - 1), 0, 7])
+def test_integers_within_the_safe_range_are_written_as_rfc8785_does(value: int) -> None:
+    assert canonical_json({"n": value}) == reference_canonical_json({"n": value})
+
+
+@pytest.mark.parametrize(
+    "content", [{"n": 2**53}, {"n": -(2**53)}, {"n": 2**64}, {"f": math.inf}, {"f": math.nan}]
+)
+def test_what_rfc8785_refuses_is_refused_with_its_own_error(content: dict[str, object]) -> None:
+    with pytest.raises(Exception) as reference:
+        reference_canonical_json(content)
+    with pytest.raises(type(reference.value)):
+        canonical_json(content)
+
+
+def test_a_plans_business_content_takes_the_fast_writer_and_matches_the_reference() -> None:
+    plan = plan_for("doc-floats")
+    node = plan.mutation.node_upserts[0]
+    floats = node.model_copy(
+        update={"properties": {**node.properties, "confidence": 0.93, "tiny": 1e-9}}
+    )
+    mutation = plan.mutation.model_copy(update={"node_upserts": (floats,)})
+    content = plan.model_copy(update={"mutation": mutation}).business_content()
+    assert _prepared(content) is not None  # no fallback for ordinary content
+    assert canonical_json(content) == reference_canonical_json(content)
