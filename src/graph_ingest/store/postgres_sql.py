@@ -15,13 +15,13 @@ INSERT_OPERATIONS = """
 WITH incoming AS (
     SELECT *
     FROM unnest(
-        %(operation_id)s::text[], %(space)s::text[], %(document_id)s::text[],
-        %(expected_revision)s::int[], %(fingerprint)s::text[], %(plan_bytes)s::bytea[],
-        %(stage)s::text[], %(sequence)s::int[], %(attempts)s::int[],
-        %(last_error_code)s::text[], %(last_error_class)s::text[], %(last_error_message)s::text[],
-        %(stage_times)s::text[], %(next_retry_at)s::timestamptz[], %(dlq_id)s::text[],
-        %(created_at)s::timestamptz[], %(updated_at)s::timestamptz[],
-        %(message_key)s::bytea[], %(message_value)s::bytea[], %(headers)s::text[]
+        %(operation_id)b::text[], %(space)b::text[], %(document_id)b::text[],
+        %(expected_revision)b::int[], %(fingerprint)b::text[], %(plan_bytes)b::bytea[],
+        %(stage)b::text[], %(sequence)b::int[], %(attempts)b::int[],
+        %(last_error_code)b::text[], %(last_error_class)b::text[], %(last_error_message)b::text[],
+        %(stage_times)b::text[], %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[],
+        %(created_at)b::timestamptz[], %(updated_at)b::timestamptz[],
+        %(message_key)b::bytea[], %(message_value)b::bytea[], %(headers)b::text[]
     ) WITH ORDINALITY AS i(
         operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
         sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
@@ -42,7 +42,7 @@ WITH incoming AS (
     RETURNING operation_id
 )
 INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
-SELECT %(topic)s, i.message_key, i.message_value, i.headers::jsonb, i.operation_id, i.sequence
+SELECT %(topic)b, i.message_key, i.message_value, i.headers::jsonb, i.operation_id, i.sequence
 FROM incoming AS i JOIN inserted USING (operation_id)
 ORDER BY i.ord
 """
@@ -52,7 +52,7 @@ LOCK_OPERATIONS = (
     + OPERATION_COLUMNS
     + """
 FROM operations
-WHERE operation_id = ANY(%(operation_id)s::text[])
+WHERE operation_id = ANY(%(operation_id)b::text[])
 ORDER BY operation_id
 FOR UPDATE
 """
@@ -64,10 +64,10 @@ SAVE_OPERATIONS = """
 WITH snapshot AS (
     SELECT *
     FROM unnest(
-        %(operation_id)s::text[], %(expected_sequence)s::int[], %(stage)s::text[],
-        %(sequence)s::int[], %(attempts)s::int[], %(last_error_code)s::text[],
-        %(last_error_class)s::text[], %(last_error_message)s::text[], %(stage_times)s::text[],
-        %(next_retry_at)s::timestamptz[], %(dlq_id)s::text[], %(updated_at)s::timestamptz[]
+        %(operation_id)b::text[], %(expected_sequence)b::int[], %(stage)b::text[],
+        %(sequence)b::int[], %(attempts)b::int[], %(last_error_code)b::text[],
+        %(last_error_class)b::text[], %(last_error_message)b::text[], %(stage_times)b::text[],
+        %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[], %(updated_at)b::timestamptz[]
     ) AS s(
         operation_id, expected_sequence, stage, sequence, attempts, last_error_code,
         last_error_class, last_error_message, stage_times, next_retry_at, dlq_id, updated_at
@@ -90,12 +90,12 @@ WITH snapshot AS (
 ), event AS (
     SELECT *
     FROM unnest(
-        %(event_operation_id)s::text[], %(event_sequence)s::int[], %(event_key)s::bytea[],
-        %(event_value)s::bytea[], %(event_headers)s::text[]
+        %(event_operation_id)b::text[], %(event_sequence)b::int[], %(event_key)b::bytea[],
+        %(event_value)b::bytea[], %(event_headers)b::text[]
     ) WITH ORDINALITY AS e(operation_id, sequence, message_key, message_value, headers, ord)
 ), published AS (
     INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
-    SELECT %(topic)s, e.message_key, e.message_value, e.headers::jsonb, e.operation_id, e.sequence
+    SELECT %(topic)b, e.message_key, e.message_value, e.headers::jsonb, e.operation_id, e.sequence
     FROM event AS e JOIN updated USING (operation_id)
     ORDER BY e.ord
 )
@@ -105,7 +105,7 @@ SELECT operation_id FROM updated
 DOCUMENT_REVISIONS = """
 SELECT d.space, d.document_id, d.revision, d.operation_id
 FROM document_states AS d
-JOIN unnest(%(space)s::text[], %(document_id)s::text[]) AS k(space, document_id)
+JOIN unnest(%(space)b::text[], %(document_id)b::text[]) AS k(space, document_id)
   ON d.space = k.space AND d.document_id = k.document_id
 """
 
@@ -115,10 +115,10 @@ COMMIT_DOCUMENT_STATES = """
 WITH incoming AS (
     SELECT *
     FROM unnest(
-        %(space)s::text[], %(document_id)s::text[], %(revision)s::int[], %(operation_id)s::text[],
-        %(content_hash)s::text[], %(document_version)s::text[], %(node_ids)s::text[],
-        %(edge_keys)s::text[], %(superseded_edge_keys)s::text[], %(committed_at)s::timestamptz[],
-        %(state)s::text[]
+        %(space)b::text[], %(document_id)b::text[], %(revision)b::int[], %(operation_id)b::text[],
+        %(content_hash)b::text[], %(document_version)b::text[], %(node_ids)b::text[],
+        %(edge_keys)b::text[], %(superseded_edge_keys)b::text[], %(committed_at)b::timestamptz[],
+        %(state)b::text[]
     ) AS n(
         space, document_id, revision, operation_id, content_hash, document_version, node_ids,
         edge_keys, superseded_edge_keys, committed_at, state
@@ -169,8 +169,8 @@ INSERT_FACT_SOURCES = """
 INSERT INTO fact_sources (space, document_id, fact_id, kind, evidence, operation_id, ordinal)
 SELECT space, document_id, fact_id, kind, evidence::jsonb, operation_id, ordinal
 FROM unnest(
-    %(space)s::text[], %(document_id)s::text[], %(fact_id)s::text[], %(kind)s::text[],
-    %(evidence)s::text[], %(operation_id)s::text[], %(ordinal)s::int[]
+    %(space)b::text[], %(document_id)b::text[], %(fact_id)b::text[], %(kind)b::text[],
+    %(evidence)b::text[], %(operation_id)b::text[], %(ordinal)b::int[]
 ) AS f(space, document_id, fact_id, kind, evidence, operation_id, ordinal)
 """
 
@@ -178,8 +178,8 @@ ENSURE_HISTORY = """
 INSERT INTO document_history (space, document_id, revision, operation_id, state, committed_at)
 SELECT space, document_id, revision, operation_id, state::jsonb, committed_at
 FROM unnest(
-    %(space)s::text[], %(document_id)s::text[], %(revision)s::int[], %(operation_id)s::text[],
-    %(state)s::text[], %(committed_at)s::timestamptz[]
+    %(space)b::text[], %(document_id)b::text[], %(revision)b::int[], %(operation_id)b::text[],
+    %(state)b::text[], %(committed_at)b::timestamptz[]
 ) AS h(space, document_id, revision, operation_id, state, committed_at)
 ON CONFLICT (space, document_id, revision) DO NOTHING
 """
@@ -195,7 +195,7 @@ FROM (
         '{namespace}' || chr(31) || current_schema() || chr(31) || space || chr(31) || {column},
         0
     ) AS lock_key
-    FROM unnest(%(space)s::text[], %({column})s::text[]) AS k(space, {column})
+    FROM unnest(%(space)b::text[], %({column})s::text[]) AS k(space, {column})
     ORDER BY lock_key
 ) AS locks
 """
@@ -212,10 +212,10 @@ LOCK_REGISTRY_NODES = _advisory_xact_locks("entity_registry", "node_id")
 SELECT_REGISTRY = """
 SELECT space, entity_type, normalized_name, name, node_id, aliases
 FROM entity_registry
-WHERE (space = ANY(%(space)s::text[])
-       AND entity_type = ANY(%(entity_type)s::text[])
-       AND normalized_name = ANY(%(normalized_name)s::text[]))
-   OR (space = ANY(%(space)s::text[]) AND node_id = ANY(%(node_id)s::text[]))
+WHERE (space = ANY(%(space)b::text[])
+       AND entity_type = ANY(%(entity_type)b::text[])
+       AND normalized_name = ANY(%(normalized_name)b::text[]))
+   OR (space = ANY(%(space)b::text[]) AND node_id = ANY(%(node_id)b::text[]))
 FOR UPDATE
 """
 
@@ -227,8 +227,8 @@ INSERT INTO entity_registry AS r (
 SELECT space, entity_type, normalized_name, name, node_id,
        ARRAY(SELECT jsonb_array_elements_text(aliases::jsonb)), now(), now()
 FROM unnest(
-    %(space)s::text[], %(entity_type)s::text[], %(normalized_name)s::text[], %(name)s::text[],
-    %(node_id)s::text[], %(aliases)s::text[]
+    %(space)b::text[], %(entity_type)b::text[], %(normalized_name)b::text[], %(name)b::text[],
+    %(node_id)b::text[], %(aliases)b::text[]
 ) AS i(space, entity_type, normalized_name, name, node_id, aliases)
 ON CONFLICT (space, entity_type, normalized_name) DO UPDATE
 SET aliases = ARRAY(
@@ -243,7 +243,7 @@ RETURNING space, entity_type, normalized_name
 SELECT_REGISTRY_NODES = """
 SELECT r.space, r.entity_type, r.normalized_name, r.node_id
 FROM entity_registry AS r
-JOIN unnest(%(space)s::text[], %(entity_type)s::text[], %(normalized_name)s::text[])
+JOIN unnest(%(space)b::text[], %(entity_type)b::text[], %(normalized_name)b::text[])
   AS k(space, entity_type, normalized_name)
   ON r.space = k.space AND r.entity_type = k.entity_type
  AND r.normalized_name = k.normalized_name
@@ -254,14 +254,14 @@ PARKED_BEHIND = (
     + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
     + """, o.plan_bytes
 FROM operations AS o
-JOIN unnest(%(space)s::text[], %(document_id)s::text[], %(expected_revision)s::int[])
+JOIN unnest(%(space)b::text[], %(document_id)b::text[], %(expected_revision)b::int[])
   WITH ORDINALITY AS k(space, document_id, expected_revision, ord)
   ON o.space = k.space AND o.document_id = k.document_id
  AND o.expected_revision = k.expected_revision
-WHERE o.stage = %(parked)s
-   OR (o.stage = %(dead_lettered)s AND EXISTS (
+WHERE o.stage = %(parked)b
+   OR (o.stage = %(dead_lettered)b AND EXISTS (
         SELECT 1 FROM dlq_entries AS d
-        WHERE d.dlq_id = o.dlq_id AND d.parked_behind IS NOT NULL AND d.status = %(pending)s))
+        WHERE d.dlq_id = o.dlq_id AND d.parked_behind IS NOT NULL AND d.status = %(pending)b))
 ORDER BY k.ord, o.created_at, o.operation_id
 FOR UPDATE OF o
 """
@@ -271,8 +271,8 @@ ENQUEUE = """
 INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
 SELECT topic, message_key, message_value, headers::jsonb, operation_id, sequence
 FROM unnest(
-    %(topic)s::text[], %(message_key)s::bytea[], %(message_value)s::bytea[], %(headers)s::text[],
-    %(operation_id)s::text[], %(sequence)s::int[]
+    %(topic)b::text[], %(message_key)b::bytea[], %(message_value)b::bytea[], %(headers)b::text[],
+    %(operation_id)b::text[], %(sequence)b::int[]
 ) WITH ORDINALITY AS m(topic, message_key, message_value, headers, operation_id, sequence, ord)
 ORDER BY ord
 """
@@ -283,8 +283,8 @@ INSERT INTO failure_attempts (
     detail
 )
 VALUES (
-    %(source_topic)s, %(source_partition)s, %(source_offset)s, %(operation_id)s, %(attempt)s,
-    %(tier)s, %(routed_to)s, %(at)s, %(detail)s::jsonb
+    %(source_topic)b, %(source_partition)b, %(source_offset)b, %(operation_id)b, %(attempt)b,
+    %(tier)b, %(routed_to)b, %(at)b, %(detail)b::jsonb
 )
 ON CONFLICT (source_topic, source_partition, source_offset) DO NOTHING
 RETURNING id
@@ -303,7 +303,7 @@ PARKED_ON_DOCUMENT = (
     + OPERATION_COLUMNS
     + """, plan_bytes
 FROM operations
-WHERE space = %(space)s AND document_id = %(document_id)s AND stage = %(stage)s
+WHERE space = %(space)b AND document_id = %(document_id)b AND stage = %(stage)b
 ORDER BY expected_revision, created_at, operation_id
 FOR UPDATE
 """
@@ -314,12 +314,12 @@ DEAD_LETTERED_AT = (
     + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
     + """
 FROM operations AS o
-JOIN unnest(%(space)s::text[], %(document_id)s::text[], %(expected_revision)s::int[])
+JOIN unnest(%(space)b::text[], %(document_id)b::text[], %(expected_revision)b::int[])
   AS k(space, document_id, expected_revision)
   ON o.space = k.space AND o.document_id = k.document_id
  AND o.expected_revision = k.expected_revision
-JOIN dlq_entries AS d ON d.dlq_id = o.dlq_id AND d.status = %(pending)s
-WHERE o.stage = %(dead_lettered)s
+JOIN dlq_entries AS d ON d.dlq_id = o.dlq_id AND d.status = %(pending)b
+WHERE o.stage = %(dead_lettered)b
 ORDER BY o.space, o.document_id, o.created_at, o.operation_id
 """
 )
@@ -334,7 +334,7 @@ DLQ_ENTRIES = (
     + DLQ_ENTRY_COLUMNS
     + """
 FROM dlq_entries
-WHERE dlq_id = ANY(%(dlq_id)s::text[])
+WHERE dlq_id = ANY(%(dlq_id)b::text[])
 ORDER BY dlq_id
 FOR UPDATE
 """
@@ -346,11 +346,11 @@ PUT_DLQ_ENTRIES = (
     + """)
 SELECT *
 FROM unnest(
-    %(dlq_id)s::text[], %(status)s::text[], %(operation_id)s::text[], %(fingerprint)s::text[],
-    %(space)s::text[], %(document_id)s::text[], %(code)s::text[], %(error_class)s::text[],
-    %(message)s::text[], %(parked_behind)s::text[], %(original_topic)s::text[],
-    %(original_partition)s::int[], %(original_offset)s::bigint[], %(attempts)s::int[],
-    %(dead_lettered_at)s::timestamptz[], %(envelope)s::bytea[]
+    %(dlq_id)b::text[], %(status)b::text[], %(operation_id)b::text[], %(fingerprint)b::text[],
+    %(space)b::text[], %(document_id)b::text[], %(code)b::text[], %(error_class)b::text[],
+    %(message)b::text[], %(parked_behind)b::text[], %(original_topic)b::text[],
+    %(original_partition)b::int[], %(original_offset)b::bigint[], %(attempts)b::int[],
+    %(dead_lettered_at)b::timestamptz[], %(envelope)b::bytea[]
 )
 ON CONFLICT (dlq_id) DO UPDATE SET
 """
@@ -366,10 +366,10 @@ IN_FLIGHT_OPERATIONS = (
     "SELECT "
     + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
     + """
-FROM unnest(%(space)s::text[], %(document_id)s::text[]) AS k(space, document_id)
+FROM unnest(%(space)b::text[], %(document_id)b::text[]) AS k(space, document_id)
 JOIN operations AS o ON o.space = k.space AND o.document_id = k.document_id
 LEFT JOIN document_states AS d ON d.space = k.space AND d.document_id = k.document_id
-WHERE o.stage = ANY(%(stages)s::text[]) AND o.expected_revision = COALESCE(d.revision, 0)
+WHERE o.stage = ANY(%(stages)b::text[]) AND o.expected_revision = COALESCE(d.revision, 0)
 ORDER BY o.space, o.document_id, o.created_at, o.operation_id
 """
 )
@@ -403,18 +403,18 @@ ORDER BY revision
 """
 
 PLAN_BYTES_OF = """
-SELECT operation_id, plan_bytes FROM operations WHERE operation_id = ANY(%(operation_id)s::text[])
+SELECT operation_id, plan_bytes FROM operations WHERE operation_id = ANY(%(operation_id)b::text[])
 """
 
 # Keyset pagination on the primary key; NULL filters match everything.
 COMMITTED_ELEMENTS_PAGE = """
 SELECT space, document_id, revision, operation_id, node_ids, edge_keys, superseded_edge_keys
 FROM document_states
-WHERE (%(space)s::text IS NULL OR space = %(space)s::text)
-  AND (%(document_id)s::text IS NULL OR document_id = %(document_id)s::text)
-  AND (space, document_id) > (%(after_space)s::text, %(after_document_id)s::text)
+WHERE (%(space)b::text IS NULL OR space = %(space)b::text)
+  AND (%(document_id)b::text IS NULL OR document_id = %(document_id)b::text)
+  AND (space, document_id) > (%(after_space)b::text, %(after_document_id)b::text)
 ORDER BY space, document_id
-LIMIT %(limit)s
+LIMIT %(limit)b
 """
 
 # The candidates (by ordinal) whose edge another document's state lists among its edge keys.
@@ -422,7 +422,7 @@ LIMIT %(limit)s
 # graph, which should be rare.
 CLAIMED_EDGES = """
 SELECT k.ord
-FROM unnest(%(space)s::text[], %(document_id)s::text[], %(edge)s::text[])
+FROM unnest(%(space)b::text[], %(document_id)b::text[], %(edge)b::text[])
   WITH ORDINALITY AS k(space, document_id, edge, ord)
 WHERE EXISTS (
     SELECT 1 FROM document_states AS d
@@ -447,23 +447,23 @@ CLAIM_FOR_RECOVERY = (
 WITH candidates AS (
     SELECT operation_id
     FROM operations
-    WHERE stage = ANY(%(stages)s::text[])
-      AND updated_at <= now() - make_interval(secs => %(older_than_s)s)
+    WHERE stage = ANY(%(stages)b::text[])
+      AND updated_at <= now() - make_interval(secs => %(older_than_s)b)
       AND (recovery_lease_until IS NULL OR recovery_lease_until <= now())
       AND (next_retry_at IS NULL OR next_retry_at <= now())
       -- A PARKED operation is stranded only once its document has reached the revision it waits
       -- for (its release was lost) or passed it; before that, its predecessor releases it.
-      AND (stage <> %(parked)s OR EXISTS (
+      AND (stage <> %(parked)b OR EXISTS (
           SELECT 1 FROM document_states AS d
           WHERE d.space = operations.space AND d.document_id = operations.document_id
             AND d.revision >= operations.expected_revision))
     ORDER BY updated_at, operation_id
-    LIMIT %(limit)s
+    LIMIT %(limit)b
     FOR UPDATE SKIP LOCKED
 )
 UPDATE operations AS o
-SET recovery_claimed_by = %(claimer)s,
-    recovery_lease_until = now() + make_interval(secs => %(lease_s)s),
+SET recovery_claimed_by = %(claimer)b,
+    recovery_lease_until = now() + make_interval(secs => %(lease_s)b),
     recovery_claims = o.recovery_claims + 1
 FROM candidates AS c
 WHERE o.operation_id = c.operation_id
@@ -474,10 +474,10 @@ WHERE o.operation_id = c.operation_id
 CLAIM_OPERATION = (
     """
 UPDATE operations AS o
-SET recovery_claimed_by = %(claimer)s,
-    recovery_lease_until = now() + make_interval(secs => %(lease_s)s),
+SET recovery_claimed_by = %(claimer)b,
+    recovery_lease_until = now() + make_interval(secs => %(lease_s)b),
     recovery_claims = o.recovery_claims + 1
-WHERE o.operation_id = %(operation_id)s AND o.stage = ANY(%(stages)s::text[])
+WHERE o.operation_id = %(operation_id)b AND o.stage = ANY(%(stages)b::text[])
 """
     + _RECOVERY_RETURNING
 )
