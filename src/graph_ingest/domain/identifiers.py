@@ -7,7 +7,7 @@ parameterise them), so every one must match IDENTIFIER_PATTERN before it gets ne
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import Field
 
 from graph_ingest.domain.errors import InvalidIdentifier
 
@@ -29,13 +29,8 @@ def validate_identifier(value: str, *, what: str = "identifier") -> str:
     return value
 
 
-def model_identifier(value: str, what: str = "identifier") -> str:
-    """validate_identifier for pydantic validators, which turn only ValueError into a
-    ValidationError (InvalidIdentifier is not one)."""
-    try:
-        return validate_identifier(value, what=what)
-    except InvalidIdentifier as exc:
-        raise ValueError(str(exc)) from exc
-
-
-Identifier = Annotated[str, AfterValidator(model_identifier)]
+# The same rule as validate_identifier, checked by pydantic-core's Rust regex: plans carry dozens
+# of identifiers each (labels, types, property names) and every consumed plan is validated again.
+Identifier = Annotated[
+    str, Field(max_length=MAX_IDENTIFIER_LENGTH, pattern=rf"^{IDENTIFIER_PATTERN.pattern}$")
+]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from graph_ingest.domain.identifiers import Identifier, model_identifier
+from graph_ingest.domain.identifiers import Identifier
 from graph_ingest.domain.limits import MAX_SAFE_INTEGER, SafeInteger, StoredId
 from graph_ingest.domain.model import FrozenModel, reject_duplicates
 
@@ -14,7 +14,6 @@ PropertyValue = Scalar | list[Scalar] | None
 
 def _validate_properties(properties: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
     for name, value in properties.items():
-        model_identifier(name, what="property name")
         for item in value if isinstance(value, list) else [value]:
             if (
                 isinstance(item, int)
@@ -31,7 +30,7 @@ def _validate_properties(properties: dict[str, PropertyValue]) -> dict[str, Prop
 class NodeUpsert(FrozenModel):
     node_id: StoredId
     labels: tuple[Identifier, ...] = ()
-    properties: dict[str, PropertyValue] = Field(default_factory=dict)
+    properties: dict[Identifier, PropertyValue] = Field(default_factory=dict)
 
     @field_validator("properties")
     @classmethod
@@ -59,7 +58,7 @@ class EdgeUpsert(FrozenModel):
     type: Identifier
     dst: StoredId
     rank: SafeInteger = 0
-    properties: dict[str, PropertyValue] = Field(default_factory=dict)
+    properties: dict[Identifier, PropertyValue] = Field(default_factory=dict)
 
     @field_validator("properties")
     @classmethod
