@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
+
+import orjson
 
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.error_detail import ErrorDetail
@@ -42,7 +43,8 @@ _STATE_FIELDS = (
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON text for a JSONB parameter (orjson: about 20 of these per plan)."""
+    return orjson.dumps(value).decode("utf-8")
 
 
 def _storable(value: str | None) -> str | None:
