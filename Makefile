@@ -54,6 +54,10 @@ stack-up: install ## Start Kafka, Neo4j and PostgreSQL locally (no Docker)
 stack-down: install ## Stop the local stack (data kept; `graph-ingest stack down --purge` drops it)
 	$(BIN)/graph-ingest stack down
 
+$(VENV)/.bench-extra: $(BIN)/graph-ingest
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	@touch $@
+
 .PHONY: bench
-bench: install ## Apply throughput: batch size 1 vs default vs raw Neo4j (starts the dev stack if needed)
-	$(BIN)/python benchmarks/apply_throughput.py
+bench: install $(VENV)/.bench-extra ## Throughput, every workload: ceiling vs seed-style vs pipeline (starts the dev stack if needed)
+	$(BIN)/python benchmarks/throughput.py --workload all

@@ -21,12 +21,16 @@ import logging
 import statistics
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import psycopg
-from apply_throughput import applier_rate, isolated, make_plans
+from isolation import graph_label, isolated
+from pipeline_run import pipeline
+from workloads import build, small_plans
 
 from graph_ingest.consumers.consumer import TIER_LATENESS
 from graph_ingest.consumers.wiring import run_applier
@@ -73,12 +77,11 @@ def _percentile(values: list[float], fraction: float) -> float:
 def lateness(base: Settings, count: int, spacing_s: float, in_place_backoff_s: float) -> None:
     with isolated(
         base,
-        base.applier.batch_max_plans,
         in_place_max_attempts=1,
         retry_initial_backoff_s=in_place_backoff_s,
     ) as settings:
         delays = settings.topics.retry_delays_s
-        plans = make_plans(count, GraphOptions(node_label=f"B_{settings.postgres.schema_name}"))
+        plans = small_plans(count, GraphOptions(node_label=f"B_{settings.postgres.schema_name}"))
         stop = threading.Event()
         deliveries = _Deliveries()
         consumer_log = logging.getLogger("graph_ingest.consumers.consumer")
@@ -127,11 +130,12 @@ def lateness(base: Settings, count: int, spacing_s: float, in_place_backoff_s: f
 
 def outage(base: Settings, service: str, rate: float, outage_s: float) -> None:
     stack = LocalStack(base)
-    max_rate, _ = applier_rate(base, 2000, base.applier.batch_max_plans)
+    max_rate = _max_rate(base)
     before_s, after_s = 10.0, 30.0
     total = int(rate * (before_s + outage_s + after_s))
-    with isolated(base, base.applier.batch_max_plans) as settings:
-        plans = make_plans(total, GraphOptions(node_label=f"B_{settings.postgres.schema_name}"))
+    label = f"B_outage_{uuid.uuid4().hex[:8]}"
+    with isolated(base) as settings, graph_label(base, label):
+        plans = small_plans(total, GraphOptions(node_label=label))
         stop = threading.Event()
         worker = threading.Thread(target=run_applier, args=(settings, stop))
         worker.start()
@@ -181,6 +185,14 @@ def outage(base: Settings, service: str, rate: float, outage_s: float) -> None:
         f"drain rate                    : {drain_rate:6.0f} plans/s, "
         f"{drain_rate / max_rate:.0%} of the applier's maximum ({max_rate:.0f} plans/s)"
     )
+
+
+def _max_rate(base: Settings) -> float:
+    """Plans/s of one applier (with its relay) on 2,000 small plans published at once."""
+    label = f"B_max_{uuid.uuid4().hex[:8]}"
+    with graph_label(base, label):
+        workload = build("small", 2000, GraphOptions(node_label=label))
+        return pipeline(base, workload, appliers=1, logs=Path("build/bench/logs")).plans_per_s
 
 
 def _completed(settings: Settings) -> int:

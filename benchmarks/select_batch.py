@@ -3,7 +3,7 @@ batches it takes to drain it, for plans that share no node and for plans that sh
 
     python benchmarks/select_batch.py [--plans 1000] [--batch 200] [--repeat 20]
 
-Pure Python, no services. Plans are those of apply_throughput.py (10 nodes + 10 edges each); in
+Pure Python, no services. Plans are the small ones of workloads.py (10 nodes + 10 edges each); in
 the "shared" scenario every node id is drawn from a pool of 2,000, so plans of different documents
 upsert and link the same nodes, as entity plans of one space do; "revised" is "shared" with every
 plan arriving twice in a row (a second version of each document), so plans keep being deferred.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from apply_throughput import make_plans
+from workloads import small_plans
 
 from graph_ingest.consumers.batching import select_batch
 from graph_ingest.consumers.messages import PlanMessage
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
-    plans = make_plans(args.plans, GraphOptions(node_label="Bench"))
+    plans = small_plans(args.plans, GraphOptions(node_label="Bench"))
     measure("disjoint", messages(plans), args.batch, args.repeat)
     shared_plans = [shared(p, i) for i, p in enumerate(plans)]
     measure("shared", messages(shared_plans), args.batch, args.repeat)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import uuid
@@ -27,7 +26,7 @@ from graph_ingest.producers.plan_publisher import PlanPublisher
 from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.schemas.codec import decode_operation
 from graph_ingest.settings import Settings
-from graph_ingest.stack.envvars import stack_env
+from graph_ingest.stack.envvars import pipeline_env
 from graph_ingest.store import postgres_sql as sql
 from graph_ingest.store.base import DlqEntry
 from graph_ingest.store.migrate import migrate
@@ -196,16 +195,7 @@ class Pipeline:
 
     def env(self) -> dict[str, str]:
         """GRAPH_INGEST_* variables that make Settings() in a CLI or subprocess this pipeline's."""
-        s = self.settings
-        return {
-            **stack_env(s),
-            "GRAPH_INGEST_TOPICS__PLANS": s.topics.plans,
-            "GRAPH_INGEST_TOPICS__OPERATIONS": s.topics.operations,
-            "GRAPH_INGEST_TOPICS__RETRY_DELAYS_S": json.dumps(list(s.topics.retry_delays_s)),
-            "GRAPH_INGEST_TOPICS__DEGRADATION": s.topics.degradation,
-            "GRAPH_INGEST_POSTGRES__SCHEMA_NAME": s.postgres.schema_name,
-            "GRAPH_INGEST_APPLIER__GROUP_ID": s.applier.group_id,
-        }
+        return pipeline_env(self.settings)
 
     # -- input -----------------------------------------------------------------------------
 

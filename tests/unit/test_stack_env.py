@@ -5,7 +5,14 @@ from pathlib import Path
 import pytest
 
 from graph_ingest.settings import Settings, StackSettings
-from graph_ingest.stack.envvars import stack_env
+from graph_ingest.stack.envvars import pipeline_env, stack_env
+
+
+def settings_seen_with(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """What ``Settings()`` reads in a process whose environment holds ``env``."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Settings()
 
 
 def test_round_trip_through_the_environment(
@@ -24,9 +31,7 @@ def test_round_trip_through_the_environment(
         )
     )
 
-    for name, value in stack_env(original).items():
-        monkeypatch.setenv(name, value)
-    seen = Settings()
+    seen = settings_seen_with(stack_env(original), monkeypatch)
 
     assert seen.stack == original.stack
     assert seen.kafka.bootstrap_servers == "127.0.0.1:29192"
@@ -41,3 +46,28 @@ def test_relative_paths_become_absolute(tmp_path: Path, monkeypatch: pytest.Monk
 
     assert env["GRAPH_INGEST_STACK__RUN_DIR"] == str(tmp_path.resolve() / "rel")
     assert "GRAPH_INGEST_STACK__MAVEN_REPO" not in env  # None is left to its default
+
+
+def test_a_pipeline_round_trips_through_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = Settings()
+    original = base.model_copy(
+        update={
+            "topics": base.topics.model_copy(
+                update={
+                    "plans": "p.plans",
+                    "operations": "p.operations",
+                    "degradation": "p.degradation",
+                    "retry_delays_s": (0.5, 2.0),
+                }
+            ),
+            "postgres": base.postgres.model_copy(update={"schema_name": "p_schema"}),
+            "applier": base.applier.model_copy(update={"group_id": "p.group"}),
+        }
+    )
+
+    seen = settings_seen_with(pipeline_env(original), monkeypatch)
+
+    assert seen.topics == original.topics
+    assert seen.postgres.schema_name == "p_schema"
+    assert seen.applier.group_id == "p.group"
+    assert (seen.kafka, seen.postgres) == (original.kafka, original.postgres)

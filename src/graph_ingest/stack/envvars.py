@@ -1,7 +1,9 @@
-"""Environment variables that make ``Settings()`` in a subprocess point at a given stack."""
+"""Environment variables that make ``Settings()`` in a subprocess point at a given stack, and at
+a given pipeline's topics, schema and consumer group."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from graph_ingest.settings import Settings
@@ -25,6 +27,21 @@ def stack_env(settings: Settings) -> dict[str, str]:
     env[f"{PREFIX}POSTGRES__HOST"] = settings.postgres.host
     env[f"{PREFIX}POSTGRES__PORT"] = str(settings.postgres.port)
     return env
+
+
+def pipeline_env(settings: Settings) -> dict[str, str]:
+    """``stack_env`` plus the names one pipeline owns: its topics and retry ladder, PostgreSQL
+    schema and applier consumer group, so that a worker started as a subprocess joins it."""
+    topics = settings.topics
+    return {
+        **stack_env(settings),
+        f"{PREFIX}TOPICS__PLANS": topics.plans,
+        f"{PREFIX}TOPICS__OPERATIONS": topics.operations,
+        f"{PREFIX}TOPICS__DEGRADATION": topics.degradation,
+        f"{PREFIX}TOPICS__RETRY_DELAYS_S": json.dumps(list(topics.retry_delays_s)),
+        f"{PREFIX}POSTGRES__SCHEMA_NAME": settings.postgres.schema_name,
+        f"{PREFIX}APPLIER__GROUP_ID": settings.applier.group_id,
+    }
 
 
 def _absolute(value: object) -> object:

@@ -1,0 +1,48 @@
+"""The throughput benchmark cannot rot: its ``--quick`` mode runs once against the test stack.
+
+The benchmark checks, after every run, that every plan COMPLETED and that the graph holds exactly
+the plans' nodes and edges (it exits non-zero otherwise); it never asserts a rate, nor does this.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOADS = {"small", "large", "hot", "updates"}
+METHODS = {"ceiling", "seed-style", "pipeline x1", "pipeline x2", "pipeline x1 paced"}
+
+
+def test_the_quick_benchmark_applies_every_workload_every_way_exactly(
+    stack_env: dict[str, str], tmp_path: Path
+) -> None:
+    # When the benchmark runs in quick mode against the test stack
+    result = subprocess.run(
+        [sys.executable, "benchmarks/throughput.py", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, **stack_env},
+        capture_output=True,
+        text=True,
+        timeout=840,
+    )
+    # Then it succeeds: every run's plans completed and its graph was exact
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    # and it measured every workload, the three scale points included, every way
+    report = json.loads((tmp_path / "throughput.json").read_text())
+    runs = {(r["workload"], r["method"]) for r in report["runs"]}
+    workloads = {w for w, _ in runs}
+    assert workloads - WORKLOADS == {"scale-2", "scale-20", "scale-100"}
+    assert runs == {(w, m) for w in workloads for m in METHODS}
+    # and printed the table, and drew the chart where matplotlib (the bench extra) is installed
+    assert "pipeline x2" in result.stdout
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (tmp_path / "throughput.png").stat().st_size > 0
