@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 from graph_ingest.cli.params import Duration, format_duration
 from graph_ingest.settings import Settings
@@ -118,7 +119,7 @@ def resume(operation_id: str, as_json: bool) -> None:
     Example:
       graph-ingest resume op_3f2a…
     """
-    settings = Settings()
+    settings = load_settings()
     with _recoverer(settings) as (recoverer, store):
         operation = store.get_operation(operation_id)
         if operation is None:
@@ -180,7 +181,7 @@ def recover(older_than_s: float | None, limit: int | None, as_json: bool) -> Non
       graph-ingest recover --older-than 10m --limit 50
       graph-ingest recover --json | jq '.summary'
     """
-    settings = Settings()
+    settings = load_settings()
     recovery = settings.recovery
     with _recoverer(settings) as (recoverer, _store):
         report = recoverer.recover(
