@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,35 +12,16 @@ import pytest
 
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.settings import PostgresSettings, Settings
+from graph_ingest.settings import PostgresSettings
 from graph_ingest.store.base import DlqEntry, DlqQuery, OutboxMessage
-from graph_ingest.store.migrate import migrate
 from graph_ingest.store.postgres import PostgresOperationStore
 from graph_ingest.waiting import wait_until
-from tests.integration.test_postgres_store import lock_waiters
+from tests.integration.test_postgres_store import lock_waiters, pg, store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+__all__ = ["pg", "store"]  # the fixtures of test_postgres_store: a schema of each test's own
 
 DLQ_TOPIC = "test.plans.dlq"
-
-
-@pytest.fixture
-def pg(stack_settings: Settings) -> Iterator[PostgresSettings]:
-    settings = stack_settings.postgres.model_copy(
-        update={"schema_name": f"t_{uuid.uuid4().hex}", "pool_max_size": 4}
-    )
-    migrate(settings)
-    yield settings
-    with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{settings.schema_name}" CASCADE')
-
-
-@pytest.fixture
-def store(pg: PostgresSettings) -> Iterator[PostgresOperationStore]:
-    s = PostgresOperationStore(pg, event_encoder=lambda op: b"", operations_topic="test.ops")
-    s.start()
-    yield s
-    s.close()
 
 
 def execute(pg: PostgresSettings, statement: str, *params: Any) -> None:
