@@ -38,6 +38,7 @@ from graph_ingest.producers.recovery import (
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.settings import RecoverySettings
 from graph_ingest.store.base import RecoveryClaim
+from tests.unit.plans import operation_of as plan_operation
 from tests.unit.plans import plan_for
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -45,15 +46,7 @@ TOPIC = "ingestion.plans"
 
 
 def operation_of(plan: IngestionPlan, stage: Stage = Stage.FAILED, minutes: int = 0) -> Operation:
-    at = T0 + timedelta(minutes=minutes)
-    return Operation.prepared(
-        operation_id=plan.operation_id,
-        space=plan.space,
-        document_id=plan.document_id,
-        expected_revision=plan.expected_revision,
-        fingerprint=plan.fingerprint,
-        at=at,
-    ).model_copy(update={"stage": stage, "updated_at": at})
+    return plan_operation(plan, stage, T0 + timedelta(minutes=minutes))
 
 
 def claim_of(

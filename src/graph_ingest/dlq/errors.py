@@ -1,0 +1,23 @@
+"""What the DLQ tools raise: an unknown entry, and an operation they refuse with the reason."""
+
+from __future__ import annotations
+
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import GraphIngestError
+
+
+class DlqError(GraphIngestError):
+    """Root of the DLQ tools' errors."""
+
+
+class DlqEntryNotFound(DlqError):
+    code = StatusCode.NOT_FOUND
+
+
+class DlqRefused(DlqError):
+    """The entry cannot be replayed or resolved as asked; the message says why and what to do."""
+
+    code = StatusCode.FAILED_PRECONDITION
+
+
+__all__ = ["DlqEntryNotFound", "DlqError", "DlqRefused"]
