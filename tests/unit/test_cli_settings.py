@@ -14,6 +14,13 @@ COMMANDS = [
     ["reconcile"],
     ["topics", "create"],
     ["db", "migrate"],
+    ["dlq", "list"],
+    ["dlq", "show", "dlq-x"],
+    ["dlq", "stats"],
+    ["dlq", "replay", "dlq-x"],
+    ["dlq", "replay-all"],
+    ["dlq", "purge", "dlq-x", "--reason", "r"],
+    ["dlq", "reindex"],
 ]
 
 

@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     NOT_FOUND = 3
     UNAVAILABLE = 4
     INVALID_INPUT = 5
+    INTERRUPTED = 130  # SIGINT/SIGTERM ended the run early; running it again goes on
 
 
 _BY_STATUS = {
