@@ -138,6 +138,9 @@ def test_list_show_and_stats_as_tables_and_json(pipeline: Pipeline) -> None:
     assert ids("--code", "invalid_argument") == {junk.dlq_id}
     assert ids("--space", SPACE, "--document", "doc-0") == {first.dlq_id}
     assert ids("--status", "PENDING_REVIEW", "--limit", "1") == {listed[0]["dlq_id"]}
+    assert dlq(pipeline, "list", "--limit", "2").stdout.splitlines()[-1] == (
+        "(the oldest 2 shown: --limit to see more)"
+    )
     assert ids("--older-than", "1h") == set()
     assert len(ids("--older-than", "0s")) == 3
     assert dlq(pipeline, "list", "--status", "resolved").stdout == "no DLQ entries match\n"

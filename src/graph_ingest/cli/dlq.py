@@ -115,7 +115,7 @@ def dlq() -> None:
     \b
     Examples:
       graph-ingest dlq stats
-      graph-ingest dlq list --status pending_review --older-than 1h
+      graph-ingest dlq list --status PENDING_REVIEW --older-than 1h
       graph-ingest dlq replay-all --code FAILED_PRECONDITION --dry-run
     """
 
@@ -140,15 +140,18 @@ def list_entries(status: str | None, code: str | None, as_json: bool, **filters:
     """
     from graph_ingest.dlq.views import entry_json, entry_table
 
+    query = _query(status, code, **filters)
     with _store(load_settings()) as store:
-        query = _query(status, code, **filters)
         entries = store.list_dlq_entries(query)
         now = store.database_time()
+        more = len(entries) == query.limit and store.count_dlq_entries(query) > len(entries)
     if as_json:
         _echo_json({"entries": [entry_json(e, now) for e in entries]})
         return
     for line in entry_table(entries, now):
         click.echo(line)
+    if more:
+        click.echo(f"(the oldest {len(entries)} shown: --limit to see more)")
 
 
 @dlq.command("show")
