@@ -286,6 +286,50 @@ def test_a_stale_plan_is_refused_a_replan_is_needed(pipeline: Pipeline) -> None:
     assert replays(pipeline) == {}
 
 
+def test_a_version_that_followed_its_predecessor_waits_for_it_and_completes_after_it(
+    pipeline: Pipeline,
+) -> None:
+    # Given a dead-lettered v1 and a v2 of the same document that followed it to the DLQ
+    pipeline.start_applier()
+    v1 = dangling(pipeline, 1, document_id="doc-chain")
+    leader = dead_lettered(pipeline, v1)[v1.operation_id]
+    walker = Entity("Person", "Walker 1")
+    v2 = sample_plan(
+        SPACE, "doc-chain", "Walker 1.", [walker], [], previous=v1.next_state, graph=pipeline.graph
+    )
+    follower = dead_lettered(pipeline, v2)[v2.operation_id]
+    assert follower.parked_behind == v1.operation_id
+
+    # When v2 is replayed alone, or all are looked at dry
+    alone = dlq(pipeline, "replay", follower.dlq_id)
+    dry = as_json(dlq(pipeline, "replay-all", "--dry-run", "--json"))
+
+    # Then v2 waits for v1, which is to be replayed
+    assert alone.exit_code == ExitCode.INVALID_INPUT
+    assert f"waits behind operation {v1.operation_id}" in alone.stderr
+    assert "replay that one" in alone.stderr
+    assert {e["dlq_id"]: e["action"] for e in dry["entries"]} == {
+        leader.dlq_id: "would-replay",
+        follower.dlq_id: "waiting",
+    }
+    assert replays(pipeline) == {}
+
+    # When v1 can apply and replay-all runs
+    ghosts(pipeline, 1)
+    result = dlq(pipeline, "replay-all")
+
+    # Then v1 completes, v2 after it, and both entries are REPLAYED
+    assert result.exit_code == 0, result.output
+    completed(pipeline, v1, v2)
+    state = pipeline.store.get_document_state(SPACE, "doc-chain")
+    assert state is not None and (state.revision, state.operation_id) == (2, v2.operation_id)
+    wait_until(
+        lambda: set(statuses(pipeline).values()) == {"REPLAYED"},
+        timeout_s=30,
+        what="both entries REPLAYED",
+    )
+
+
 # -- replay-all --------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from graph_ingest.dlq.replay import (
     Replay,
     choose_plan,
     decoded_plan,
+    leader_refusal,
     plan_refusal,
     status_refusal,
     waits_for,
@@ -140,6 +141,25 @@ def test_an_operation_still_to_finish_replays(stage: Stage) -> None:
     plan = plan_for("doc-1")
     assert plan_refusal(plan, operation_of(plan, stage), None) is None
     assert plan_refusal(plan, None, None) is None
+
+
+def test_a_follower_waits_while_the_version_it_followed_to_the_dlq_is_pending() -> None:
+    leader_plan = plan_for("doc-1")
+    follower = replace(entry_for(plan_for("doc-1", "Alice left."), 2), parked_behind="op-leader")
+    leader = operation_of(leader_plan).model_copy(
+        update={"operation_id": "op-leader", "dlq_id": "dlq-01"}
+    )
+    pending = entry_for(leader_plan, 1)
+
+    reason = leader_refusal(follower, leader, pending) or ""
+
+    assert "waits behind operation op-leader" in reason and "replay that one" in reason
+    assert leader_refusal(follower, leader, replace(pending, status=DlqStatus.REPLAYED)) is None
+    assert (
+        leader_refusal(follower, leader.model_copy(update={"stage": Stage.PARKED}), pending) is None
+    )
+    assert leader_refusal(replace(follower, parked_behind=None), leader, pending) is None
+    assert leader_refusal(follower, None, None) is None
 
 
 def test_a_plan_ahead_of_its_document_waits_for_its_revision() -> None:

@@ -147,6 +147,22 @@ def test_a_replay_that_fails_again_at_once_is_not_marked_and_not_replayed_again(
     assert {e.attempts for e in store.entries.values()} == {5}
 
 
+def test_an_entry_no_longer_pending_when_its_turn_comes_is_left_alone() -> None:
+    replayer, store, producer = setup(3)
+
+    def purge_the_next(dlq_id: str) -> None:  # another operator, while this run is at dlq-01
+        if dlq_id == "dlq-01":
+            store.entries["dlq-02"] = replace(store.entries["dlq-02"], status=DlqStatus.RESOLVED)
+
+    producer.after_send = purge_the_next
+
+    report = replayer.replay_all(DlqQuery())
+
+    assert producer.sent == ["dlq-01", "dlq-03"]
+    assert [i.entry.dlq_id for i in report.items] == ["dlq-01", "dlq-03"]
+    assert store.entries["dlq-02"].status is DlqStatus.RESOLVED
+
+
 def test_a_refused_entry_is_reported_and_the_others_go_on() -> None:
     replayer, store, _producer = setup(2)
     store.entries["dlq-00"] = replace(entry_for(None, 0), dlq_id="dlq-00")
@@ -160,6 +176,27 @@ def test_a_refused_entry_is_reported_and_the_others_go_on() -> None:
     ]
     assert "purge" in (report.items[0].reason or "")
     assert store.entries["dlq-00"].status is DlqStatus.PENDING_REVIEW
+
+
+def test_a_follower_waits_for_its_leader_unless_the_leader_was_replayed_before_it() -> None:
+    leader_plan, follower_plan = plan_for("doc-0"), plan_for("doc-0", "Alice left.")
+    leader = operation_of(leader_plan).model_copy(update={"dlq_id": "dlq-02"})
+    replayer, store, producer = setup(0, operations=[leader])
+    store.entries = {
+        "dlq-01": replace(entry_for(follower_plan, 1), parked_behind=leader.operation_id),
+        "dlq-02": entry_for(leader_plan, 2),
+    }
+
+    report = replayer.replay_all(DlqQuery())  # the follower is older: it comes first
+
+    assert [(i.entry.dlq_id, i.action) for i in report.items] == [
+        ("dlq-01", Action.WAITING),
+        ("dlq-02", Action.REPLAYED),
+    ]
+    assert "replay that one" in (report.items[0].reason or "")
+    assert producer.sent == ["dlq-02"]
+    again = replayer.replay_all(DlqQuery())  # the leader is REPLAYED now: it goes too
+    assert [(i.entry.dlq_id, i.action) for i in again.items] == [("dlq-01", Action.REPLAYED)]
 
 
 def test_the_stored_plan_is_sent_when_the_operation_exists() -> None:

@@ -203,6 +203,7 @@ def test_a_run_exits_by_its_worst_outcome() -> None:
     assert replay_exit_code(report_of(Action.REPLAYED, Action.REPLAYED)) is ExitCode.OK
     assert replay_exit_code(report_of(Action.WOULD_REPLAY)) is ExitCode.OK
     assert replay_exit_code(report_of()) is ExitCode.OK
+    assert replay_exit_code(report_of(Action.REPLAYED, Action.WAITING)) is ExitCode.OK
     assert replay_exit_code(report_of(Action.REPLAYED, Action.REFUSED)) is ExitCode.ERROR
     assert replay_exit_code(report_of(Action.REPLAYED, interrupted=True)) is ExitCode.INTERRUPTED
     assert replay_exit_code(report_of(Action.FAILED, stopped=down)) is ExitCode.UNAVAILABLE
@@ -216,6 +217,6 @@ def test_a_run_prints_a_line_per_entry_and_a_summary() -> None:
         ": CONFLICT: a replan is needed"
     )
     assert replay_summary(report) == (
-        "replay-all: 2 seen: 1 replayed, 0 would-replay, 1 refused, 0 failed; "
+        "replay-all: 2 seen: 1 replayed, 0 would-replay, 1 refused, 0 waiting, 0 failed; "
         "interrupted: run it again to go on"
     )

@@ -219,7 +219,9 @@ def replay(dlq_id: str, force: bool, as_json: bool) -> None:
     dead-lettered message) and the header dlq_replay=DLQ_ID; if it fails again, it returns to
     this entry with its history extended. Refused (exit 5) for a RESOLVED entry, a REPLAYED one
     without --force, a CONFLICT (the plan is stale: a replan is needed), a COMPLETED operation,
-    and an entry that holds no plan (purge it). Exit code 3 for an unknown id.
+    an entry that holds no plan (purge it), and a version that followed its predecessor to the
+    DLQ while that one is pending (replay that one: this one is released when it completes).
+    Exit code 3 for an unknown id.
 
     \b
     Example:
@@ -268,8 +270,9 @@ def replay_all(
     Each entry is marked REPLAYED as soon as Kafka has acknowledged its plan, so a run that is
     interrupted (SIGINT/SIGTERM end it after the entry in hand, exit 130) goes on where it
     stopped when run again. An entry that cannot be replayed (see `dlq replay --help`) is
-    reported and the others go on. Exit code 0 when every entry was replayed, 1 when some were
-    refused or failed, 4 when a service is unavailable.
+    reported and the others go on; one waiting behind a version in the DLQ is released when that
+    one, replayed, completes. Exit code 0 when every entry was replayed (or waits), 1 when some
+    were refused or failed, 4 when a service is unavailable.
 
     \b
     Examples:

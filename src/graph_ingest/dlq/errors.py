@@ -20,4 +20,9 @@ class DlqRefused(DlqError):
     code = StatusCode.FAILED_PRECONDITION
 
 
-__all__ = ["DlqEntryNotFound", "DlqError", "DlqRefused"]
+class DlqWaiting(DlqRefused):
+    """The entry's plan waits behind another operation that is in the DLQ itself: replaying it
+    now would only send it back there. It is released when that one is replayed and completes."""
+
+
+__all__ = ["DlqEntryNotFound", "DlqError", "DlqRefused", "DlqWaiting"]

@@ -12,6 +12,9 @@ plan can no longer do is refused here, saying what to do instead:
 * an operation that has COMPLETED meanwhile: there is nothing to replay;
 * an entry that holds no plan (undecodable, or not what its fingerprint says), or a plan whose
   operation id is bound to another plan: it would only fail again. Purge it.
+* a plan that followed the version before it to the DLQ while that one is still pending review:
+  it would follow it there again at once. Replay that one; this one is released when it
+  completes.
 
 The plan is the operation's stored frozen plan when the operation exists (the bytes admission
 stored), else the dead-lettered message's own value when that decodes and verifies.
@@ -153,6 +156,24 @@ def plan_refusal(
     return None
 
 
+def leader_refusal(
+    entry: DlqEntry, leader: Operation | None, leader_entry: DlqEntry | None
+) -> str | None:
+    """Why the entry must wait for the operation it followed to the DLQ (``leader``, with its own
+    entry), or None: that one is still dead-lettered and pending review."""
+    if entry.parked_behind is None or leader is None or leader_entry is None:
+        return None
+    if leader.stage is not Stage.DEAD_LETTERED:
+        return None
+    if leader_entry.status is not DlqStatus.PENDING_REVIEW:
+        return None
+    return (
+        f"entry {entry.dlq_id} waits behind operation {leader.operation_id}, which is in the DLQ "
+        f"too ({leader_entry.dlq_id}, PENDING_REVIEW): replay that one; this one is released "
+        "when it completes"
+    )
+
+
 def waits_for(plan: IngestionPlan, committed: DocumentState | None) -> int | None:
     current = committed.revision if committed else 0
     return plan.expected_revision if current < plan.expected_revision else None
@@ -163,6 +184,7 @@ __all__ = [
     "Replay",
     "choose_plan",
     "decoded_plan",
+    "leader_refusal",
     "plan_refusal",
     "status_refusal",
     "waits_for",

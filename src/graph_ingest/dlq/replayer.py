@@ -7,7 +7,8 @@ goes on where it stopped. (A process killed between an acknowledgement and its m
 one plan again next time: the applier treats a completed plan as a duplicate.) The mark is made
 only if the entry is still the envelope that was replayed: a replay that has already failed again
 meanwhile is back at PENDING_REVIEW with its history extended, and stays so. One run replays an
-entry at most once, however often it comes back.
+entry at most once, however often it comes back, and reads each entry again when its turn comes:
+one replayed, released or resolved since it was listed is left alone.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from graph_ingest.dlq.errors import DlqEntryNotFound, DlqRefused
+from graph_ingest.dlq.errors import DlqEntryNotFound, DlqRefused, DlqWaiting
 from graph_ingest.dlq.replay import (
     PlanSource,
     Replay,
     choose_plan,
+    leader_refusal,
     plan_refusal,
     status_refusal,
     waits_for,
@@ -48,6 +50,7 @@ class Action(StrEnum):
     REPLAYED = "replayed"
     WOULD_REPLAY = "would-replay"  # --dry-run
     REFUSED = "refused"  # the frozen plan cannot be replayed (stale, no plan, ...): the reason
+    WAITING = "waiting"  # behind a version still in the DLQ: released when that one completes
     FAILED = "failed"  # publishing failed; a service failure ends the run
 
 
@@ -129,6 +132,7 @@ class DlqReplayer:
         refused = status_refusal(entry, force=force)
         if refused:
             raise DlqRefused(refused)
+        self._check_leader(entry)
         envelope = decode_dlq_envelope(entry.envelope)
         operation = self._store.get_operation(entry.operation_id) if entry.operation_id else None
         stored = self._store.get_plan_bytes(operation.operation_id) if operation else None
@@ -145,6 +149,17 @@ class DlqReplayer:
             trace_id=envelope.attempts[-1].trace_id,
             waits_for=waits_for(plan, committed),
         )
+
+    def _check_leader(self, entry: DlqEntry) -> None:
+        if entry.parked_behind is None:
+            return
+        leader = self._store.get_operation(entry.parked_behind)
+        leader_entry = (
+            self._store.get_dlq_entry(leader.dlq_id) if leader and leader.dlq_id else None
+        )
+        waiting = leader_refusal(entry, leader, leader_entry)
+        if waiting:
+            raise DlqWaiting(waiting)
 
     def replay(self, dlq_id: str, *, force: bool = False) -> ReplayItem:
         """Replay one entry now. Raises DlqEntryNotFound, DlqRefused, or the error of the service
@@ -167,8 +182,9 @@ class DlqReplayer:
         on_item: Callable[[ReplayItem], None] = lambda item: None,
     ) -> ReplayReport:
         """Replay the PENDING_REVIEW entries ``query`` selects (its status aside), oldest first,
-        at most ``rate`` per second. A refused entry is reported and the others go on; a service
-        failure ends the run; ``stop`` ends it after the entry in hand."""
+        at most ``rate`` per second. A refused entry is reported and the others go on (one waiting
+        behind a version in the DLQ, replayed later in the run, is released when that one
+        completes); a service failure ends the run; ``stop`` ends it after the entry in hand."""
         stop = stop or threading.Event()
         throttle = Throttle(rate, monotonic=self._monotonic, wait=stop.wait)
         pending = replace(query, status=DlqStatus.PENDING_REVIEW)
@@ -188,12 +204,15 @@ class DlqReplayer:
             if not page:
                 break
             after = (page[-1].dead_lettered_at, page[-1].dlq_id)
-            for entry in page:
-                if entry.dlq_id in seen:
+            for listed in page:
+                if listed.dlq_id in seen:
                     continue  # failed again after its replay by this run: not again
                 if stop.is_set():
                     break
-                seen.add(entry.dlq_id)
+                seen.add(listed.dlq_id)
+                entry = self._store.get_dlq_entry(listed.dlq_id)
+                if entry is None or entry.status is not DlqStatus.PENDING_REVIEW:
+                    continue  # replayed, released or resolved since it was listed
                 item = self._replay_listed(entry, dry_run=dry_run, throttle=throttle)
                 if item is None:  # stopped while waiting for its turn
                     break
@@ -211,6 +230,8 @@ class DlqReplayer:
     ) -> ReplayItem | None:
         try:
             ready = self.prepare(entry)
+        except DlqWaiting as exc:
+            return ReplayItem(entry, Action.WAITING, reason=str(exc))
         except DlqRefused as exc:
             return ReplayItem(entry, Action.REFUSED, reason=str(exc))
         if dry_run:
