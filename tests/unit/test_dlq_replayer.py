@@ -199,6 +199,17 @@ def test_a_follower_waits_for_its_leader_unless_the_leader_was_replayed_before_i
     assert [(i.entry.dlq_id, i.action) for i in again.items] == [("dlq-01", Action.REPLAYED)]
 
 
+def test_an_entry_whose_stored_envelope_is_corrupt_is_refused_and_the_others_go_on() -> None:
+    replayer, store, producer = setup(2)
+    store.entries["dlq-01"] = replace(store.entries["dlq-01"], envelope=b"\x00rot")
+
+    report = replayer.replay_all(DlqQuery())
+
+    assert [i.action for i in report.items] == [Action.REFUSED, Action.REPLAYED]
+    assert "reindex" in (report.items[0].reason or "")
+    assert producer.sent == ["dlq-02"]
+
+
 def test_the_stored_plan_is_sent_when_the_operation_exists() -> None:
     plan = plan_for("doc-0")
     replayer, store, _producer = setup(1, operations=[operation_of(plan)])

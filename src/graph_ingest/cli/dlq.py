@@ -252,7 +252,10 @@ def replay_exit_code(report: ReplayReport) -> ExitCode:
 
 
 @dlq.command("replay-all")
-@_filters(limit_default=None, limit_help="Replay at most this many entries [default: all].")
+@_filters(
+    limit_default=None,
+    limit_help="Take at most this many entries, refused ones included [default: all].",
+)
 @click.option("--dry-run", is_flag=True, help="Change nothing: list what would be replayed.")
 @click.option(
     "--rate",

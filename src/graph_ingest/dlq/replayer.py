@@ -133,7 +133,13 @@ class DlqReplayer:
         if refused:
             raise DlqRefused(refused)
         self._check_leader(entry)
-        envelope = decode_dlq_envelope(entry.envelope)
+        try:
+            envelope = decode_dlq_envelope(entry.envelope)
+        except GraphIngestError as exc:
+            raise DlqRefused(
+                f"entry {entry.dlq_id}: its stored envelope cannot be decoded ({exc}); "
+                "`graph-ingest dlq reindex` rebuilds the index from the DLQ topic"
+            ) from exc
         operation = self._store.get_operation(entry.operation_id) if entry.operation_id else None
         stored = self._store.get_plan_bytes(operation.operation_id) if operation else None
         plan, plan_bytes, source = choose_plan(entry, envelope, operation, stored)
