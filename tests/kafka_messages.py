@@ -1,11 +1,9 @@
 """Helpers for tests that read Kafka messages."""
 
-import uuid
+from confluent_kafka import Consumer, Message, TopicPartition
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
-
+from graph_ingest.kafka import reader
 from graph_ingest.settings import Settings
-from graph_ingest.waiting import wait_until
 
 
 def message_fields(message: Message) -> tuple[bytes, bytes, dict[str, bytes]]:
@@ -33,34 +31,11 @@ def group_offsets(
 def read_to_end(
     settings: Settings, topic: str, *, timeout_s: float = 60
 ) -> list[tuple[bytes, bytes, dict[str, bytes]]]:
-    """Every committed message of ``topic`` up to its current end, per partition in offset order.
-
-    Reads with the pipeline's consumer settings (``read_committed``). The end of a partition is the
-    consumer's partition-EOF event, not the high watermark: transaction markers and aborted records
-    sit below the watermark but are never delivered, so a reader counting offsets would wait forever.
-    """
-    consumer = Consumer(
-        settings.kafka.consumer_config(f"t.{uuid.uuid4().hex}", **{"enable.partition.eof": True})
-    )
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    received: list[tuple[bytes, bytes, dict[str, bytes]]] = []
-    at_end: set[int] = set()
-
-    def every_partition_at_end() -> bool:
-        for message in consumer.consume(1000, timeout=0.2):
-            error = message.error()
-            if error is None:
-                received.append(message_fields(message))
-            else:
-                assert error.code() == KafkaError._PARTITION_EOF, error
-                at_end.add(message.partition() or 0)
-        return at_end >= set(partitions)
-
-    try:
-        wait_until(
-            every_partition_at_end, timeout_s=timeout_s, interval_s=0, what=f"end of {topic}"
-        )
-    finally:
-        consumer.close()
+    """(key, value, headers) of every committed message of ``topic`` up to its current end, per
+    partition in offset order (``kafka.reader.read_to_end``, typed for the tests)."""
+    received = []
+    for record in reader.read_to_end(settings.kafka, topic, timeout_s=timeout_s):
+        assert isinstance(record.key, bytes) and isinstance(record.value, bytes)
+        headers = {k: v for k, v in record.headers if isinstance(v, bytes)}
+        received.append((record.key, record.value, headers))
     return received

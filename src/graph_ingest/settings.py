@@ -290,6 +290,17 @@ class RecoverySettings(_Section):
         return self
 
 
+class DlqSettings(_Section):
+    """`graph-ingest dlq`: replaying dead-lettered plans and rebuilding the DLQ index."""
+
+    publish_timeout_s: float = Field(
+        default=30.0, gt=0, description="how long one replayed plan may wait for Kafka's ack"
+    )
+    reindex_timeout_s: float = Field(
+        default=300.0, gt=0, description="how long `dlq reindex` may take to read the DLQ topic"
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GRAPH_INGEST_", env_nested_delimiter="__", frozen=True, extra="ignore"
@@ -303,6 +314,7 @@ class Settings(BaseSettings):
     applier: ApplierSettings = ApplierSettings()
     relay: RelaySettings = RelaySettings()
     recovery: RecoverySettings = RecoverySettings()
+    dlq: DlqSettings = DlqSettings()
 
     @model_validator(mode="after")
     def clients_follow_stack_ports(self) -> Settings:

@@ -19,6 +19,14 @@ COMMANDS = [
     ["recover"],
     ["demo"],
     ["reconcile"],
+    ["dlq"],
+    ["dlq", "list"],
+    ["dlq", "show"],
+    ["dlq", "stats"],
+    ["dlq", "replay"],
+    ["dlq", "replay-all"],
+    ["dlq", "purge"],
+    ["dlq", "reindex"],
 ]
 
 

@@ -1,4 +1,4 @@
-"""Resume / recover without services: durations, refusals, the resume message, the run's rules
+"""Resume / recover without services: refusals, the resume message, the run's rules
 (per-item isolation, stop on a service failure, the lease deadline) and its output."""
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from pydantic import ValidationError
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.recovery import (
     exit_code,
-    format_duration,
     item_line,
-    parse_duration,
     report_json,
     summary_line,
 )
@@ -40,6 +38,7 @@ from graph_ingest.producers.recovery import (
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.settings import RecoverySettings
 from graph_ingest.store.base import RecoveryClaim
+from tests.unit.plans import operation_of as plan_operation
 from tests.unit.plans import plan_for
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -47,15 +46,7 @@ TOPIC = "ingestion.plans"
 
 
 def operation_of(plan: IngestionPlan, stage: Stage = Stage.FAILED, minutes: int = 0) -> Operation:
-    at = T0 + timedelta(minutes=minutes)
-    return Operation.prepared(
-        operation_id=plan.operation_id,
-        space=plan.space,
-        document_id=plan.document_id,
-        expected_revision=plan.expected_revision,
-        fingerprint=plan.fingerprint,
-        at=at,
-    ).model_copy(update={"stage": stage, "updated_at": at})
+    return plan_operation(plan, stage, T0 + timedelta(minutes=minutes))
 
 
 def claim_of(
@@ -68,42 +59,6 @@ def claim_of(
         lease_until=T0 + timedelta(minutes=5),
         claims=1,
     )
-
-
-# -- durations -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("30s", 30),
-        ("5m", 300),
-        ("2h", 7200),
-        ("1d", 86400),
-        ("250ms", 0.25),
-        ("1h30m", 5400),
-        ("1.5m", 90),
-        ("90", 90),
-        ("0s", 0),
-        (" 5M ", 300),
-    ],
-)
-def test_durations_parse_to_seconds(text: str, seconds: float) -> None:
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "m", "5x", "-5m", "1h30", "5m!", "five minutes"])
-def test_what_is_not_a_duration_is_refused_with_an_example(text: str) -> None:
-    with pytest.raises(ValueError, match=r"e\.g\. 30s, 5m"):
-        parse_duration(text)
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"), [(300, "5m"), (7200, "2h"), (86400, "1d"), (30, "30s"), (1.5, "1.5s")]
-)
-def test_durations_print_in_their_shortest_exact_unit(seconds: float, text: str) -> None:
-    assert format_duration(seconds) == text
-    assert parse_duration(text) == seconds
 
 
 def test_a_lease_must_outlast_the_publish_it_protects() -> None:

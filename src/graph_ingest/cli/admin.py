@@ -2,8 +2,8 @@
 
 import click
 
+from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import reports_errors
-from graph_ingest.settings import Settings
 
 
 @click.group()
@@ -24,7 +24,7 @@ def topics_create() -> None:
     """
     from graph_ingest.kafka.admin import ensure_topics
 
-    for report in ensure_topics(Settings()):
+    for report in ensure_topics(load_settings()):
         click.echo(str(report))
 
 
@@ -44,7 +44,7 @@ def db_migrate() -> None:
     """
     from graph_ingest.store.migrate import migrate
 
-    settings = Settings()
+    settings = load_settings()
     applied = migrate(settings.postgres)
     schema = settings.postgres.schema_name
     if applied:

@@ -4,8 +4,8 @@ import logging
 
 import click
 
+from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
-from graph_ingest.settings import Settings
 
 
 @click.command("demo")
@@ -28,7 +28,7 @@ def demo() -> None:
     # client retries by itself, so these warnings would only alarm a first-time reader.
     logging.getLogger("graph_ingest.kafka.client").setLevel(logging.ERROR)
 
-    if not run_demo(Settings(), click.echo):
+    if not run_demo(load_settings(), click.echo):
         raise SystemExit(ExitCode.ERROR)
     click.echo(
         "demo finished: every operation ended where it should.\n"

@@ -7,6 +7,7 @@ from typing import ParamSpec, TypeVar
 
 import click
 
+from graph_ingest.cli.config import InvalidSetting
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 
@@ -18,6 +19,7 @@ class ExitCode(IntEnum):
     NOT_FOUND = 3
     UNAVAILABLE = 4
     INVALID_INPUT = 5
+    INTERRUPTED = 130  # SIGINT/SIGTERM ended the run early; running it again goes on
 
 
 _BY_STATUS = {
@@ -40,6 +42,9 @@ def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return command(*args, **kwargs)
+        except InvalidSetting as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(ExitCode.USAGE) from exc
         except GraphIngestError as exc:
             click.echo(f"error [{exc.code}]: {exc}", err=True)
             raise SystemExit(_BY_STATUS.get(exc.code, ExitCode.ERROR)) from exc

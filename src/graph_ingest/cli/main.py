@@ -23,6 +23,7 @@ def cli(verbose: int) -> None:
 def _register() -> None:
     from graph_ingest.cli.admin import db, topics
     from graph_ingest.cli.demo import demo
+    from graph_ingest.cli.dlq import dlq
     from graph_ingest.cli.operations import publish_plan, status
     from graph_ingest.cli.reconcile import reconcile
     from graph_ingest.cli.recovery import recover, resume
@@ -39,6 +40,7 @@ def _register() -> None:
         resume,
         recover,
         reconcile,
+        dlq,
         demo,
     ):
         cli.add_command(command)

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import click
 
+from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
-from graph_ingest.settings import Settings
 from graph_ingest.store.base import FailureAttempt
 
 
@@ -28,7 +28,7 @@ def publish_plan(plan_file: Path) -> None:
     from graph_ingest.producers.plan_publisher import PlanPublisher, load_plan_file
 
     plans = load_plan_file(plan_file)
-    publisher = PlanPublisher(Settings())
+    publisher = PlanPublisher(load_settings())
     publisher.start()
     try:
         publisher.publish(plans)
@@ -54,7 +54,7 @@ def status(operation_id: str, as_json: bool) -> None:
     """
     from graph_ingest.consumers.wiring import postgres_store
 
-    store = postgres_store(Settings())
+    store = postgres_store(load_settings())
     store.start()
     try:
         operation = store.get_operation(operation_id)

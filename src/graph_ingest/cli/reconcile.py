@@ -4,8 +4,8 @@ import json
 
 import click
 
+from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
-from graph_ingest.settings import Settings
 
 
 @click.command("reconcile")
@@ -59,7 +59,7 @@ def reconcile(
     from graph_ingest.reconcile.report import render_text, to_json
     from graph_ingest.reconcile.service import Reconciler
 
-    settings = Settings()
+    settings = load_settings()
     store = postgres_store(settings)
     graph = Neo4jGraphWriter(settings.neo4j)
     with started(store, graph):

@@ -3,66 +3,20 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
+from graph_ingest.cli.params import Duration, format_duration
 from graph_ingest.settings import Settings
 
 if TYPE_CHECKING:  # the commands import lazily: --help stays fast
     from graph_ingest.producers.recovery import Recovered, Recoverer, RecoveryReport
     from graph_ingest.store.postgres import PostgresOperationStore
-
-_DURATION = re.compile(r"(?P<amount>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h|d)?")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str) -> float:
-    """``30s``, ``5m``, ``2h``, ``1d``, ``250ms``, ``1h30m``, or plain seconds -> seconds."""
-    compact = text.strip().lower().replace(" ", "")
-    pos, total, parts = 0, 0.0, 0
-    while pos < len(compact):
-        match = _DURATION.match(compact, pos)
-        if match is None or match.end() == pos:
-            break
-        unit = match["unit"]
-        if unit is None and (parts or match.end() != len(compact)):
-            break  # a bare number (seconds) only alone: "1h30" is ambiguous
-        total += float(match["amount"]) * _UNIT_S[unit or "s"]
-        pos, parts = match.end(), parts + 1
-    if not compact or pos != len(compact):
-        raise ValueError(
-            f"{text!r} is not a duration: use a number with a unit, e.g. 30s, 5m, 2h, 1h30m"
-        )
-    return total
-
-
-def format_duration(seconds: float) -> str:
-    """Seconds -> the shortest of ``1d``, ``2h``, ``5m``, ``30s``, ``1.5s`` that is exact."""
-    for unit in ("d", "h", "m", "s"):
-        size = _UNIT_S[unit]
-        if seconds >= size and float(seconds / size).is_integer():
-            return f"{int(seconds / size)}{unit}"
-    return f"{seconds:g}s"
-
-
-class Duration(click.ParamType[float]):
-    name = "duration"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, int | float):
-            return float(value)
-        try:
-            return parse_duration(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
 
 # -- output ---------------------------------------------------------------------------------
 
@@ -165,7 +119,7 @@ def resume(operation_id: str, as_json: bool) -> None:
     Example:
       graph-ingest resume op_3f2a…
     """
-    settings = Settings()
+    settings = load_settings()
     with _recoverer(settings) as (recoverer, store):
         operation = store.get_operation(operation_id)
         if operation is None:
@@ -227,7 +181,7 @@ def recover(older_than_s: float | None, limit: int | None, as_json: bool) -> Non
       graph-ingest recover --older-than 10m --limit 50
       graph-ingest recover --json | jq '.summary'
     """
-    settings = Settings()
+    settings = load_settings()
     recovery = settings.recovery
     with _recoverer(settings) as (recoverer, _store):
         report = recoverer.recover(

@@ -8,11 +8,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
-from pydantic import ValidationError
 
+from graph_ingest.cli.config import InvalidSetting, load_settings
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.settings import Settings
 from graph_ingest.stack.errors import StackError
 from graph_ingest.stack.manager import LocalStack, StackStatus
 
@@ -34,15 +33,13 @@ def _errors_to_exit() -> Iterator[None]:
         raise SystemExit(
             ExitCode.UNAVAILABLE if exc.code in _UNAVAILABLE else ExitCode.ERROR
         ) from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        click.echo(f"error: invalid setting {where}: {first['msg']}", err=True)
+    except InvalidSetting as exc:
+        click.echo(f"error: {exc}", err=True)
         raise SystemExit(ExitCode.USAGE) from None
 
 
 def _stack(report: Callable[[str], None] | None = None) -> LocalStack:
-    return LocalStack(Settings(), report=report)
+    return LocalStack(load_settings(), report=report)
 
 
 def _print_table(status: StackStatus) -> None:

@@ -2,9 +2,9 @@
 
 import click
 
+from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import reports_errors
 from graph_ingest.cli.signals import stop_on_signals
-from graph_ingest.settings import Settings
 
 
 @click.group()
@@ -35,7 +35,7 @@ def applier(relay: bool) -> None:
     """
     from graph_ingest.consumers.wiring import run_applier
 
-    run_applier(Settings(), stop_on_signals(), relay=relay)
+    run_applier(load_settings(), stop_on_signals(), relay=relay)
 
 
 @worker.command("relay")
@@ -51,7 +51,7 @@ def relay() -> None:
     """
     from graph_ingest.producers.relay import OutboxRelay
 
-    settings = Settings()
+    settings = load_settings()
     relay = OutboxRelay(settings)
     relay.start()
     try:

@@ -22,12 +22,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from graph_ingest.consumers.messages import MessageHeaders, PlanMessage
+from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import MalformedHeader, translate_kafka_error
-from graph_ingest.kafka.headers import RetryHeaders
+from graph_ingest.kafka.headers import RetryHeaders, headers_of
 from graph_ingest.schemas.codec import decode_plan
 
 log = logging.getLogger(__name__)
@@ -271,16 +271,6 @@ class PlanConsumer:
                 "PlanConsumer used before start()", code=StatusCode.FAILED_PRECONDITION
             )
         return self._consumer
-
-
-def headers_of(message: Message) -> MessageHeaders:
-    """A consumed message's headers as (name, bytes) pairs, in order, repeats included."""
-    raw = message.headers() or ()
-    pairs = raw.items() if isinstance(raw, dict) else raw
-    return tuple(
-        (key, value if value is None or isinstance(value, bytes) else str(value).encode())
-        for key, value in pairs
-    )
 
 
 def _due_at(message: Message) -> float | None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC
 from typing import Annotated
 
+from confluent_kafka import Message
 from pydantic import AfterValidator, AwareDatetime, Field, ValidationError
 
 from graph_ingest.domain.limits import ErrorClass, ErrorMessage, Offset
@@ -49,6 +50,17 @@ ERROR_CODE = "error_code"
 ERROR_CLASS = "error_class"
 ERROR_MESSAGE = "error_message"
 TRACE_ID = "trace_id"
+
+
+def headers_of(message: Message) -> tuple[tuple[str, bytes | None], ...]:
+    """A consumed confluent-kafka message's headers as (name, bytes) pairs, in order, repeats
+    included."""
+    raw = message.headers() or ()
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return tuple(
+        (key, value if value is None or isinstance(value, bytes) else str(value).encode())
+        for key, value in pairs
+    )
 
 
 def header_value(headers: Headers, name: str) -> bytes | None:
@@ -181,6 +193,7 @@ __all__ = [
     "RetryHeaders",
     "header_text",
     "header_value",
+    "headers_of",
     "trace_id_from_headers",
     "with_retry_headers",
 ]

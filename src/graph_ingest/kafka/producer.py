@@ -50,6 +50,17 @@ class ProducerMessage(Protocol):
     def headers(self) -> Mapping[str, str | bytes]: ...
 
 
+class BatchProducer(Protocol):
+    """What a re-publisher (``resume``, ``recover``, ``dlq replay``) needs of :class:`KafkaProducer`:
+    tests stand a fake in for it where no broker is involved."""
+
+    def start(self) -> None: ...
+
+    def produce_batch(
+        self, messages: Sequence[ProducerMessage], *, timeout_s: float | None = None
+    ) -> None: ...
+
+
 def kafka_headers(headers: Mapping[str, str | bytes]) -> list[tuple[str, str | bytes | None]]:
     """Header mapping -> the list librdkafka takes (str values encoded as UTF-8)."""
     return [(k, v if isinstance(v, bytes) else str(v).encode("utf-8")) for k, v in headers.items()]
@@ -294,6 +305,7 @@ class KafkaProducer:
 
 __all__ = [
     "DEFAULT_FLUSH_TIMEOUT_S",
+    "BatchProducer",
     "Deliveries",
     "DeliveryCallback",
     "KafkaProducer",

@@ -21,17 +21,16 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
 
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
-from graph_ingest.kafka.producer import ProducerMessage
+from graph_ingest.kafka.producer import BatchProducer
 from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.resilience.classify import error_info
 from graph_ingest.resilience.policy import FailureScope, scope_of
@@ -151,23 +150,13 @@ def new_claimer(via: str) -> str:
     return f"{via}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-class Producer(Protocol):
-    """What the recoverer needs of ``kafka.producer.KafkaProducer``."""
-
-    def start(self) -> None: ...
-
-    def produce_batch(
-        self, messages: Sequence[ProducerMessage], *, timeout_s: float | None = None
-    ) -> None: ...
-
-
 class Recoverer:
     """Re-publishes stored plans through ``producer`` to ``topic``; owns neither client."""
 
     def __init__(
         self,
         store: RecoveryStore,
-        producer: Producer,
+        producer: BatchProducer,
         topic: str,
         settings: RecoverySettings,
         *,

@@ -109,6 +109,59 @@ class DlqEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class DlqQuery:
+    """Which DLQ entries to read, oldest (``dead_lettered_at``, then ``dlq_id``) first. A filter
+    left None matches every entry."""
+
+    status: DlqStatus | None = None
+    code: StatusCode | None = None
+    space: str | None = None
+    document_id: str | None = None
+    older_than_s: float | None = None
+    """Only entries dead-lettered at least this long ago (by the database's clock)."""
+    limit: int | None = None
+    after: tuple[datetime, str] | None = None
+    """Keyset paging: only entries after this (``dead_lettered_at``, ``dlq_id``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DlqCount:
+    """How many entries have one (code, status), and how old the oldest of them is."""
+
+    code: StatusCode
+    status: DlqStatus
+    entries: int
+    oldest_age_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class DlqStats:
+    counts: tuple[DlqCount, ...]
+    """One per (code, status) that has entries, ordered by code then status."""
+
+    @property
+    def total(self) -> int:
+        return sum(c.entries for c in self.counts)
+
+    def by_status(self) -> dict[DlqStatus, int]:
+        """Every status, with 0 for those without entries."""
+        return {s: sum(c.entries for c in self.counts if c.status is s) for s in DlqStatus}
+
+    def by_code(self) -> dict[StatusCode, int]:
+        """The codes that have entries."""
+        found: dict[StatusCode, int] = {}
+        for c in self.counts:
+            found[c.code] = found.get(c.code, 0) + c.entries
+        return found
+
+    @property
+    def oldest_pending_age_s(self) -> float | None:
+        """How long the oldest entry waiting for review has waited; None when none waits."""
+        ages = [c.oldest_age_s for c in self.counts if c.status is DlqStatus.PENDING_REVIEW]
+        return max(ages, default=None)
+
+
+@dataclass(frozen=True, slots=True)
 class FailureAttempt:
     """A failure the applier routed to a retry tier or the DLQ (one per consumed message)."""
 
@@ -214,6 +267,18 @@ class UnitOfWork(Protocol):
     def put_dlq_entries(self, entries: Sequence[DlqEntry]) -> None:
         """Insert or replace DLQ index rows."""
 
+    def lock_dlq_index(self) -> None:
+        """Keep every other writer of the DLQ index (routing, replay, purge) waiting until this
+        transaction ends (``dlq reindex`` replacing the rows)."""
+
+    def newest_outbox_values(self, topic: str, since: datetime) -> dict[bytes, bytes]:
+        """Per message key, the value of the newest outbox row for ``topic`` that was not
+        published before ``since`` (the database's clock): unpublished, or published at or after
+        it. A reader of ``topic`` that started after ``since`` may have missed those."""
+
+    def replace_dlq_entries(self, entries: Sequence[DlqEntry]) -> None:
+        """Make ``entries`` the whole DLQ index: every other row is deleted."""
+
 
 class OperationStore(Protocol):
     def start(self) -> None: ...
@@ -250,6 +315,24 @@ class OperationStore(Protocol):
         """The (document, edge) candidates whose edge another document's committed state lists
         among its edge keys."""
         ...
+
+    def database_time(self) -> datetime:
+        """The database's clock now: the clock of ``older_than_s`` filters and outbox marks."""
+        ...
+
+    # -- the DLQ index (each call its own short read) --------------------------------------
+
+    def list_dlq_entries(self, query: DlqQuery) -> list[DlqEntry]:
+        """The entries ``query`` selects, oldest first, at most ``query.limit``."""
+        ...
+
+    def count_dlq_entries(self, query: DlqQuery) -> int:
+        """How many entries ``query`` selects, its ``limit`` aside."""
+        ...
+
+    def get_dlq_entry(self, dlq_id: str) -> DlqEntry | None: ...
+
+    def dlq_stats(self) -> DlqStats: ...
 
 
 class RecoveryStore(Protocol):
@@ -288,7 +371,10 @@ class RecoveryStore(Protocol):
 __all__ = [
     "CommittedElements",
     "CommittedRevision",
+    "DlqCount",
     "DlqEntry",
+    "DlqQuery",
+    "DlqStats",
     "FailureAttempt",
     "NewOperation",
     "OperationEventEncoder",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -26,6 +27,9 @@ from graph_ingest.store import postgres_rows as rows
 from graph_ingest.store import postgres_sql as sql
 from graph_ingest.store.base import (
     CommittedElements,
+    DlqEntry,
+    DlqQuery,
+    DlqStats,
     OperationEventEncoder,
     RecoveryClaim,
     StoreError,
@@ -176,6 +180,35 @@ class PostgresOperationStore:
             return set()
         found = self._fetch_all(sql.CLAIMED_EDGES, rows.claimed_edge_columns(candidates))
         return {candidates[row["ord"] - 1] for row in found}
+
+    @translated
+    def database_time(self) -> datetime:
+        row = self._fetch_one(sql.DATABASE_TIME, ())
+        assert row is not None  # SELECT without FROM returns one row
+        now: datetime = row["now"]
+        return now
+
+    # -- the DLQ index -------------------------------------------------------------------------
+
+    @translated
+    def list_dlq_entries(self, query: DlqQuery) -> list[DlqEntry]:
+        found = self._fetch_all(sql.LIST_DLQ_ENTRIES, rows.dlq_query_params(query))
+        return [rows.dlq_entry_from_row(row) for row in found]
+
+    @translated
+    def count_dlq_entries(self, query: DlqQuery) -> int:
+        row = self._fetch_one(sql.COUNT_DLQ_ENTRIES, rows.dlq_query_params(query))
+        return 0 if row is None else int(row["entries"])
+
+    @translated
+    def get_dlq_entry(self, dlq_id: str) -> DlqEntry | None:
+        row = self._fetch_one(sql.GET_DLQ_ENTRY, (dlq_id,))
+        return None if row is None else rows.dlq_entry_from_row(row)
+
+    @translated
+    def dlq_stats(self) -> DlqStats:
+        found = self._fetch_all(sql.DLQ_STATS, ())
+        return DlqStats(counts=tuple(rows.dlq_count_from_row(row) for row in found))
 
     # -- recovery leases (RecoveryStore) ----------------------------------------------------
     # Each call is its own transaction: the pooled connection commits when the block ends.

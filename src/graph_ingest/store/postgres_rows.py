@@ -17,7 +17,9 @@ from graph_ingest.domain.state import DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.store.base import (
     CommittedElements,
+    DlqCount,
     DlqEntry,
+    DlqQuery,
     FailureAttempt,
     OutboxMessage,
     RecoveryClaim,
@@ -341,4 +343,27 @@ def dlq_entry_from_row(row: Row) -> DlqEntry:
             "code": StatusCode(row["code"]),
             "envelope": bytes(row["envelope"]),
         }
+    )
+
+
+def dlq_query_params(query: DlqQuery) -> dict[str, Any]:
+    after_at, after_id = query.after or (None, None)
+    return {
+        "status": None if query.status is None else query.status.value,
+        "code": None if query.code is None else query.code.value,
+        "space": query.space,
+        "document_id": query.document_id,
+        "older_than_s": None if query.older_than_s is None else float(query.older_than_s),
+        "limit": query.limit,
+        "after_at": after_at,
+        "after_id": after_id,
+    }
+
+
+def dlq_count_from_row(row: Row) -> DlqCount:
+    return DlqCount(
+        code=StatusCode(row["code"]),
+        status=DlqStatus(row["status"]),
+        entries=row["entries"],
+        oldest_age_s=max(float(row["oldest_age_s"]), 0.0),
     )

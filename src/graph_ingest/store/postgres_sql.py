@@ -360,6 +360,20 @@ ON CONFLICT (dlq_id) DO UPDATE SET
     )
 )
 
+# `dlq reindex`: writers of the index (routing, replay, purge) wait while the rows are replaced.
+LOCK_DLQ_INDEX = "LOCK TABLE dlq_entries IN EXCLUSIVE MODE"
+
+DELETE_DLQ_ENTRIES = "DELETE FROM dlq_entries"
+
+# A sequential scan of the outbox (its index covers unpublished rows only): reindex is rare.
+NEWEST_OUTBOX_VALUES = """
+SELECT DISTINCT ON (message_key) message_key, message_value
+FROM outbox
+WHERE topic = %(topic)s AND message_key IS NOT NULL
+  AND (published_at IS NULL OR published_at >= %(since)s)
+ORDER BY message_key, id DESC
+"""
+
 # Operations that may write the graph of a document next, or may have written it without
 # committing: built on its current revision (0 when it has none) and not finished.
 IN_FLIGHT_OPERATIONS = (
@@ -429,6 +443,40 @@ WHERE EXISTS (
     WHERE d.edge_keys @> jsonb_build_array(k.edge::jsonb)
       AND (d.space, d.document_id) <> (k.space, k.document_id)
 )
+"""
+
+DATABASE_TIME = "SELECT clock_timestamp() AS now"
+
+# A NULL filter matches everything; the keyset cursor (after_at, after_id) pages oldest first.
+_DLQ_FILTER = """
+WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(code)s::text IS NULL OR code = %(code)s::text)
+  AND (%(space)s::text IS NULL OR space = %(space)s::text)
+  AND (%(document_id)s::text IS NULL OR document_id = %(document_id)s::text)
+  AND (%(older_than_s)s::float8 IS NULL
+       OR dead_lettered_at <= now() - make_interval(secs => %(older_than_s)s::float8))
+  AND (%(after_at)s::timestamptz IS NULL
+       OR (dead_lettered_at, dlq_id) > (%(after_at)s::timestamptz, %(after_id)s::text))
+"""
+
+LIST_DLQ_ENTRIES = (
+    "SELECT"
+    + DLQ_ENTRY_COLUMNS
+    + "\nFROM dlq_entries"
+    + _DLQ_FILTER
+    + "ORDER BY dead_lettered_at, dlq_id\nLIMIT %(limit)s\n"
+)
+
+COUNT_DLQ_ENTRIES = "SELECT count(*) AS entries FROM dlq_entries" + _DLQ_FILTER
+
+GET_DLQ_ENTRY = "SELECT" + DLQ_ENTRY_COLUMNS + "\nFROM dlq_entries WHERE dlq_id = %s"
+
+DLQ_STATS = """
+SELECT code, status, count(*) AS entries,
+       EXTRACT(EPOCH FROM now() - min(dead_lettered_at))::float8 AS oldest_age_s
+FROM dlq_entries
+GROUP BY code, status
+ORDER BY code, status
 """
 
 # -- recovery leases (own short transactions, outside a unit of work) ---------------------------

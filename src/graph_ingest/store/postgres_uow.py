@@ -320,6 +320,21 @@ class PostgresUnitOfWork:
         if entries:
             self._execute(sql.PUT_DLQ_ENTRIES, rows.dlq_entry_columns(entries))
 
+    @translated
+    def lock_dlq_index(self) -> None:
+        self._execute(sql.LOCK_DLQ_INDEX, {})
+
+    @translated
+    def newest_outbox_values(self, topic: str, since: datetime) -> dict[bytes, bytes]:
+        found = self._fetch(sql.NEWEST_OUTBOX_VALUES, {"topic": topic, "since": since})
+        return {bytes(row["message_key"]): bytes(row["message_value"]) for row in found}
+
+    @translated
+    def replace_dlq_entries(self, entries: Sequence[DlqEntry]) -> None:
+        with self._savepoint():
+            self._execute(sql.DELETE_DLQ_ENTRIES, {})
+            self.put_dlq_entries(entries)
+
     # -- plumbing ----------------------------------------------------------------------------
 
     def _execute(self, query: str, params: Mapping[str, Any]) -> None:

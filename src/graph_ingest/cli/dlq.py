@@ -1,0 +1,369 @@
+"""`graph-ingest dlq list | show | stats | replay | replay-all | purge | reindex`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from graph_ingest.cli.config import load_settings
+from graph_ingest.cli.exit_codes import ExitCode, reports_errors
+from graph_ingest.cli.params import Duration
+from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.settings import Settings
+from graph_ingest.store.base import DlqQuery
+
+if TYPE_CHECKING:  # the commands import lazily: --help stays fast
+    from graph_ingest.dlq.replayer import DlqReplayer, ReplayReport
+    from graph_ingest.store.postgres import PostgresOperationStore
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_CODES = [code.value for code in StatusCode if code is not StatusCode.OK]
+
+
+def _filters(*, limit_default: int | None, limit_help: str) -> Callable[[F], F]:
+    """The entry filters shared by `list` and `replay-all`."""
+
+    def add(command: F) -> F:
+        for option in reversed(
+            [
+                click.option(
+                    "--code",
+                    type=click.Choice(_CODES, case_sensitive=False),
+                    metavar="CODE",
+                    help="Only entries whose last failure has this status code, e.g. "
+                    "FAILED_PRECONDITION, INVALID_ARGUMENT, DATA_LOSS.",
+                ),
+                click.option("--space", help="Only entries of documents in this space."),
+                click.option(
+                    "--document", "document_id", metavar="ID", help="Only entries of this document."
+                ),
+                click.option(
+                    "--older-than",
+                    "older_than_s",
+                    type=Duration(),
+                    metavar="DURATION",
+                    help="Only entries dead-lettered at least this long ago, e.g. 30s, 5m, 2h.",
+                ),
+                click.option(
+                    "--limit",
+                    type=click.IntRange(min=1),
+                    default=limit_default,
+                    show_default=limit_default is not None,
+                    help=limit_help,
+                ),
+            ]
+        ):
+            command = option(command)
+        return command
+
+    return add
+
+
+def _query(status: str | None, code: str | None, limit: int | None, **filters: Any) -> DlqQuery:
+    return DlqQuery(
+        status=None if status is None else DlqStatus(status.upper()),
+        code=None if code is None else StatusCode(code.upper()),
+        limit=limit,
+        **filters,
+    )
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2))
+
+
+@contextmanager
+def _store(settings: Settings) -> Iterator[PostgresOperationStore]:
+    from graph_ingest.consumers.wiring import postgres_store
+
+    store = postgres_store(settings)
+    store.start()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def _replayer(settings: Settings) -> Iterator[DlqReplayer]:
+    from graph_ingest.dlq.replayer import DlqReplayer
+    from graph_ingest.kafka.producer import KafkaProducer
+
+    producer = KafkaProducer(settings.kafka, flush_timeout_s=settings.dlq.publish_timeout_s)
+    with _store(settings) as store:
+        try:
+            yield DlqReplayer(store, producer, settings)
+        finally:
+            producer.close()
+
+
+@click.group("dlq")
+def dlq() -> None:
+    """The dead-letter queue: plans that failed for good, kept with their whole history.
+
+    The index of entries lives in PostgreSQL; the DLQ topic (<plans>.dlq) holds the newest
+    envelope of every entry, so `dlq reindex` can rebuild the index from it. An entry is
+    PENDING_REVIEW until it is replayed (REPLAYED) or purged (RESOLVED, kept for audit).
+
+    \b
+    Examples:
+      graph-ingest dlq stats
+      graph-ingest dlq list --status PENDING_REVIEW --older-than 1h
+      graph-ingest dlq replay-all --code FAILED_PRECONDITION --dry-run
+    """
+
+
+@dlq.command("list")
+@click.option(
+    "--status",
+    type=click.Choice([s.value for s in DlqStatus], case_sensitive=False),
+    metavar="STATUS",
+    help="Only entries with this status: PENDING_REVIEW, REPLAYED or RESOLVED.",
+)
+@_filters(limit_default=100, limit_help="Show at most this many entries, oldest first.")
+@click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
+@reports_errors
+def list_entries(status: str | None, code: str | None, as_json: bool, **filters: Any) -> None:
+    """List DLQ entries, oldest first: status, last error code, age, attempts, document.
+
+    \b
+    Examples:
+      graph-ingest dlq list --status PENDING_REVIEW --code FAILED_PRECONDITION
+      graph-ingest dlq list --space research --older-than 5m --json | jq '.entries[].dlq_id'
+    """
+    from graph_ingest.dlq.views import entry_json, entry_table
+
+    query = _query(status, code, **filters)
+    with _store(load_settings()) as store:
+        entries = store.list_dlq_entries(query)
+        now = store.database_time()
+        more = len(entries) == query.limit and store.count_dlq_entries(query) > len(entries)
+    if as_json:
+        _echo_json({"entries": [entry_json(e, now) for e in entries]})
+        return
+    for line in entry_table(entries, now):
+        click.echo(line)
+    if more:
+        click.echo(f"(the oldest {len(entries)} shown: --limit to see more)")
+
+
+@dlq.command("show")
+@click.argument("dlq_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the entry and its envelope as JSON.")
+@reports_errors
+def show(dlq_id: str, as_json: bool) -> None:
+    """Show DLQ entry DLQ_ID: its envelope, every attempt, and the plan it holds.
+
+    The original key, value and headers are kept byte for byte (base64 in JSON). Exit code 3
+    for an unknown id.
+
+    \b
+    Example:
+      graph-ingest dlq show dlq-3f2a… --json | jq '.envelope.attempts'
+    """
+    from graph_ingest.dlq.errors import DlqEntryNotFound
+    from graph_ingest.dlq.views import show_json, show_lines
+    from graph_ingest.schemas.codec import decode_dlq_envelope
+
+    with _store(load_settings()) as store:
+        entry = store.get_dlq_entry(dlq_id)
+        if entry is None:
+            raise DlqEntryNotFound(f"DLQ entry {dlq_id} not found")
+        operation = store.get_operation(entry.operation_id) if entry.operation_id else None
+        now = store.database_time()
+    envelope = decode_dlq_envelope(entry.envelope)
+    if as_json:
+        _echo_json(show_json(entry, envelope, operation, now))
+        return
+    for line in show_lines(entry, envelope, operation, now):
+        click.echo(line)
+
+
+@dlq.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@reports_errors
+def stats(as_json: bool) -> None:
+    """Count DLQ entries by status and by last error code; say how old the oldest pending is.
+
+    \b
+    Example:
+      graph-ingest dlq stats --json | jq '.oldest_pending_age_s'
+    """
+    from graph_ingest.dlq.views import stats_json, stats_lines
+
+    with _store(load_settings()) as store:
+        found = store.dlq_stats()
+    if as_json:
+        _echo_json(stats_json(found))
+        return
+    for line in stats_lines(found):
+        click.echo(line)
+
+
+@dlq.command("replay")
+@click.argument("dlq_id")
+@click.option("--force", is_flag=True, help="Replay an entry that was REPLAYED already.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@reports_errors
+def replay(dlq_id: str, force: bool, as_json: bool) -> None:
+    """Re-publish the frozen plan of DLQ entry DLQ_ID to the plans topic, then mark it REPLAYED.
+
+    The plan goes back unchanged, with its operation id (the operation's stored plan, else the
+    dead-lettered message) and the header dlq_replay=DLQ_ID; if it fails again, it returns to
+    this entry with its history extended. Refused (exit 5) for a RESOLVED entry, a REPLAYED one
+    without --force, a CONFLICT (the plan is stale: a replan is needed), a COMPLETED operation,
+    an entry that holds no plan (purge it), and a version that followed its predecessor to the
+    DLQ while that one is pending (replay that one: this one is released when it completes).
+    Exit code 3 for an unknown id.
+
+    \b
+    Example:
+      graph-ingest dlq replay dlq-3f2a…
+    """
+    from graph_ingest.dlq.views import replay_item_json
+
+    settings = load_settings()
+    with _replayer(settings) as replayer:
+        item = replayer.replay(dlq_id, force=force)
+    if as_json:
+        _echo_json(replay_item_json(item))
+        return
+    line = f"replayed {item.entry.dlq_id} {item.entry.operation_id}: plan re-published to {settings.topics.plans}"
+    click.echo(line + (f"; {item.reason}" if item.reason else ""))
+
+
+def replay_exit_code(report: ReplayReport) -> ExitCode:
+    from graph_ingest.dlq.replayer import Action
+
+    if report.stopped is not None:
+        return ExitCode.UNAVAILABLE
+    if report.interrupted:
+        return ExitCode.INTERRUPTED
+    if report.count(Action.REFUSED) or report.count(Action.FAILED):
+        return ExitCode.ERROR
+    return ExitCode.OK
+
+
+@dlq.command("replay-all")
+@_filters(
+    limit_default=None,
+    limit_help="Take at most this many entries, refused ones included [default: all].",
+)
+@click.option("--dry-run", is_flag=True, help="Change nothing: list what would be replayed.")
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Replay at most this many entries per second [default: no limit].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@reports_errors
+def replay_all(
+    code: str | None, dry_run: bool, rate: float | None, as_json: bool, **filters: Any
+) -> None:
+    """Replay every PENDING_REVIEW entry the filters select, oldest first, one at a time.
+
+    Each entry is marked REPLAYED as soon as Kafka has acknowledged its plan, so a run that is
+    interrupted (SIGINT/SIGTERM end it after the entry in hand, exit 130) goes on where it
+    stopped when run again. An entry that cannot be replayed (see `dlq replay --help`) is
+    reported and the others go on; one waiting behind a version in the DLQ is released when that
+    one, replayed, completes. Exit code 0 when every entry was replayed (or waits), 1 when some
+    were refused or failed, 4 when a service is unavailable.
+
+    \b
+    Examples:
+      graph-ingest dlq replay-all --code FAILED_PRECONDITION --dry-run
+      graph-ingest dlq replay-all --older-than 10m --rate 20 --json | jq '.summary'
+    """
+    from graph_ingest.cli.signals import stopping_on_signals
+    from graph_ingest.dlq.views import replay_item_line, replay_report_json, replay_summary
+
+    query = _query(None, code, **filters)
+    with _replayer(load_settings()) as replayer, stopping_on_signals() as stop:
+        label = "dry run" if dry_run else "replaying"
+        with click.progressbar(length=replayer.count(query), label=label, file=sys.stderr) as bar:
+            report = replayer.replay_all(
+                query, dry_run=dry_run, rate=rate, stop=stop, on_item=lambda _: bar.update(1)
+            )
+    if as_json:
+        _echo_json(replay_report_json(report))
+    else:
+        for item in report.items:
+            click.echo(replay_item_line(item))
+        click.echo(replay_summary(report))
+    raise SystemExit(replay_exit_code(report))
+
+
+@dlq.command("purge")
+@click.argument("dlq_id")
+@click.option("--reason", required=True, help="Why the entry needs no replay (kept as its note).")
+@click.option("--json", "as_json", is_flag=True, help="Print the resolved entry as JSON.")
+@reports_errors
+def purge(dlq_id: str, reason: str, as_json: bool) -> None:
+    """Resolve DLQ entry DLQ_ID: mark it RESOLVED with REASON; it is kept for audit.
+
+    A RESOLVED entry is never replayed. Exit code 3 for an unknown id, 5 for one that is
+    RESOLVED already.
+
+    \b
+    Example:
+      graph-ingest dlq purge dlq-3f2a… --reason "document deleted upstream"
+    """
+    from graph_ingest.dlq.status import purge as purge_entry
+    from graph_ingest.dlq.views import entry_json
+
+    settings = load_settings()
+    with _store(settings) as store:
+        entry = purge_entry(store, settings.topics.dlq, dlq_id, reason)
+        now = store.database_time()
+    if as_json:
+        _echo_json({**entry_json(entry, now), "note": reason.strip()})
+        return
+    click.echo(f"resolved {entry.dlq_id} {entry.operation_id or '-'}: {reason.strip()}")
+
+
+@dlq.command("reindex")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@reports_errors
+def reindex(as_json: bool) -> None:
+    """Rebuild the DLQ index in PostgreSQL from the DLQ topic, the newest envelope of each entry.
+
+    Reads the topic from its beginning to its end (a reader of its own, no consumer group),
+    then replaces every row in one transaction; DLQ messages still in the outbox count as
+    newest. Safe while appliers run: they wait for the replacement to commit.
+
+    \b
+    Example:
+      graph-ingest dlq reindex
+    """
+    from graph_ingest.dlq.reindex import reindex as rebuild
+
+    settings = load_settings()
+    with _store(settings) as store:
+        report = rebuild(store, settings)
+    counts = {status.value: n for status, n in report.by_status.items()}
+    if as_json:
+        _echo_json(
+            {
+                "topic": report.topic,
+                "messages": report.messages,
+                "entries": report.entries,
+                "from_outbox": report.from_outbox,
+                "undecodable": report.undecodable,
+                "rows_before": report.rows_before,
+                "by_status": counts,
+            }
+        )
+        return
+    click.echo(
+        f"reindexed {report.entries} entries from {report.messages} messages of {report.topic} "
+        f"({', '.join(f'{n} {s}' for s, n in counts.items())}; {report.from_outbox} from the "
+        f"outbox, {report.undecodable} undecodable; {report.rows_before} rows before)"
+    )

@@ -1,0 +1,305 @@
+"""What the DLQ tools show, pure: entries as table rows and JSON, one entry in full, the stats,
+a replay run. ``now`` (the database's clock, the one of ``--older-than``) is passed in."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from graph_ingest.dlq.replay import decoded_plan
+from graph_ingest.dlq.replayer import Action, ReplayItem, ReplayReport
+from graph_ingest.domain.dlq import DlqEnvelope, DlqStatus
+from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.plan import IngestionPlan
+from graph_ingest.store.base import DlqEntry, DlqStats
+
+
+def format_age(seconds: float) -> str:
+    """``42s``, ``5m12s``, ``3h05m``, ``2d04h``: two units at most, rounded down."""
+    whole = max(int(seconds), 0)
+    days, rest = divmod(whole, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _age(entry: DlqEntry, now: datetime) -> float:
+    return (now - entry.dead_lettered_at).total_seconds()
+
+
+def _document(entry: DlqEntry) -> str:
+    return f"{entry.space}/{entry.document_id}" if entry.space else "-"
+
+
+# -- entries ------------------------------------------------------------------------------------
+
+
+def entry_json(entry: DlqEntry, now: datetime) -> dict[str, Any]:
+    return {
+        "dlq_id": entry.dlq_id,
+        "status": entry.status.value,
+        "code": entry.code.value,
+        "error_class": entry.error_class,
+        "message": entry.message,
+        "operation_id": entry.operation_id,
+        "fingerprint": entry.fingerprint,
+        "space": entry.space,
+        "document_id": entry.document_id,
+        "parked_behind": entry.parked_behind,
+        "original_topic": entry.original_topic,
+        "original_partition": entry.original_partition,
+        "original_offset": entry.original_offset,
+        "attempts": entry.attempts,
+        "dead_lettered_at": entry.dead_lettered_at.isoformat(),
+        "age_s": round(_age(entry, now), 3),
+    }
+
+
+_COLUMNS = ("DLQ ID", "STATUS", "CODE", "AGE", "ATTEMPTS", "DOCUMENT", "OPERATION")
+
+
+def entry_table(entries: list[DlqEntry], now: datetime) -> list[str]:
+    """A header and one line per entry, columns aligned; a sentence when there are none."""
+    if not entries:
+        return ["no DLQ entries match"]
+    rows = [_COLUMNS] + [
+        (
+            e.dlq_id,
+            e.status.value,
+            e.code.value,
+            format_age(_age(e, now)),
+            str(e.attempts),
+            _document(e),
+            e.operation_id or "-",
+        )
+        for e in entries
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS) - 1)]
+    return [
+        "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])
+        for row in rows
+    ]
+
+
+# -- one entry ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSummary:
+    operation_id: str
+    space: str
+    document_id: str
+    expected_revision: int
+    kind: str
+    fingerprint: str
+    node_upserts: int
+    edge_upserts: int
+    node_deletes: int
+    edge_deletes: int
+
+    @classmethod
+    def of(cls, plan: IngestionPlan) -> PlanSummary:
+        m = plan.mutation
+        return cls(
+            operation_id=plan.operation_id,
+            space=plan.space,
+            document_id=plan.document_id,
+            expected_revision=plan.expected_revision,
+            kind=plan.kind.value,
+            fingerprint=plan.fingerprint,
+            node_upserts=len(m.node_upserts),
+            edge_upserts=len(m.edge_upserts),
+            node_deletes=len(m.node_deletes),
+            edge_deletes=len(m.edge_deletes),
+        )
+
+    def line(self) -> str:
+        return (
+            f"{self.operation_id} {self.kind} {self.space}/{self.document_id} revision "
+            f"{self.expected_revision} -> {self.expected_revision + 1}: "
+            f"{self.node_upserts} node upserts, {self.edge_upserts} edge upserts, "
+            f"{self.node_deletes} node deletes, {self.edge_deletes} edge deletes"
+        )
+
+
+def plan_summary(envelope: DlqEnvelope) -> PlanSummary | str:
+    """The summary of the dead-lettered message's plan, or why its value is no plan."""
+    plan = decoded_plan(envelope.original_value)
+    return PlanSummary.of(plan) if isinstance(plan, IngestionPlan) else plan
+
+
+def show_json(
+    entry: DlqEntry, envelope: DlqEnvelope, operation: Operation | None, now: datetime
+) -> dict[str, Any]:
+    summary = plan_summary(envelope)
+    plan = (
+        {"decodes": True, **asdict(summary)}
+        if isinstance(summary, PlanSummary)
+        else {"decodes": False, "error": summary}
+    )
+    return {
+        **entry_json(entry, now),
+        "note": envelope.note,
+        "operation_stage": operation.stage.value if operation else None,
+        "plan": plan,
+        "envelope": envelope.model_dump(mode="json"),
+    }
+
+
+def _text(value: bytes | None) -> str:
+    """Bytes as text when they are UTF-8, else as base64 (marked)."""
+    if value is None:
+        return "-"
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(value).decode("ascii")
+
+
+def show_lines(
+    entry: DlqEntry, envelope: DlqEnvelope, operation: Operation | None, now: datetime
+) -> list[str]:
+    where = envelope.original_topic
+    if envelope.original_partition is not None:
+        where += f"[{envelope.original_partition}]@{envelope.original_offset}"
+    stage = f" (stage {operation.stage})" if operation else " (no operation)"
+    summary = plan_summary(envelope)
+    lines = [
+        f"dlq entry     {entry.dlq_id}",
+        f"status        {entry.status}" + (f": {envelope.note}" if envelope.note else ""),
+        f"operation     {entry.operation_id or '-'}" + (stage if entry.operation_id else ""),
+        f"document      {_document(entry)}",
+        f"error         {entry.code} {entry.error_class}: {entry.message}",
+        f"from          {where} key {_text(envelope.original_key)}",
+        f"dead-lettered {entry.dead_lettered_at.isoformat()} ({format_age(_age(entry, now))} ago)"
+        f" after {entry.attempts} attempt(s)",
+    ]
+    if entry.parked_behind:
+        lines.append(f"parked behind {entry.parked_behind}")
+    plan_line = summary.line() if isinstance(summary, PlanSummary) else f"none: {summary}"
+    lines.append(f"plan          {plan_line}")
+    headers = ", ".join(f"{h.key}={_text(h.value)}" for h in envelope.original_headers)
+    lines.append(f"headers       {headers or '-'}")
+    lines.append("attempts")
+    for i, a in enumerate(envelope.attempts):
+        if i == 1 and envelope.folded_attempts:
+            lines.append(f"  … {envelope.folded_attempts} attempts folded")
+        tier = "main" if a.tier is None else f"tier {a.tier}"
+        lines.append(
+            f"  #{a.attempt:<3} {a.at.isoformat()} {tier:<7} {a.code} {a.error_class}: "
+            f"{a.message} (worker {a.worker_id}, {a.code_version}, trace {a.trace_id})"
+        )
+    return lines
+
+
+# -- stats ----------------------------------------------------------------------------------------
+
+
+def stats_json(stats: DlqStats) -> dict[str, Any]:
+    return {
+        "total": stats.total,
+        "by_status": {status.value: n for status, n in stats.by_status().items()},
+        "by_code": {code.value: n for code, n in stats.by_code().items()},
+        "by_code_and_status": [
+            {"code": c.code.value, "status": c.status.value, "entries": c.entries}
+            for c in stats.counts
+        ],
+        "oldest_pending_age_s": stats.oldest_pending_age_s,
+    }
+
+
+def stats_lines(stats: DlqStats) -> list[str]:
+    by_status = stats.by_status()
+    oldest = stats.oldest_pending_age_s
+    lines = [
+        f"DLQ: {stats.total} entries: "
+        + ", ".join(f"{n} {status}" for status, n in by_status.items())
+        + (f"; oldest pending {format_age(oldest)}" if oldest is not None else "")
+    ]
+    if not stats.counts:
+        return lines
+    statuses = list(DlqStatus)
+    width = max(len("CODE"), *(len(code) for code in stats.by_code()))
+    lines.append("  ".join(["CODE".ljust(width), *(s.value for s in statuses)]))
+    cells = {(c.code, c.status): c.entries for c in stats.counts}
+    for code in stats.by_code():
+        counts = [str(cells.get((code, s), 0)).rjust(len(s.value)) for s in statuses]
+        lines.append("  ".join([code.value.ljust(width), *counts]))
+    return lines
+
+
+# -- replay runs ----------------------------------------------------------------------------------
+
+
+def replay_item_json(item: ReplayItem) -> dict[str, Any]:
+    entry = item.entry
+    return {
+        "dlq_id": entry.dlq_id,
+        "action": item.action.value,
+        "status": entry.status.value,
+        "operation_id": entry.operation_id,
+        "space": entry.space,
+        "document_id": entry.document_id,
+        "code": entry.code.value,
+        "source": None if item.source is None else item.source.value,
+        "reason": item.reason,
+        "error": None if item.error is None else item.error.model_dump(mode="json"),
+    }
+
+
+def replay_item_line(item: ReplayItem) -> str:
+    entry = item.entry
+    line = f"{item.action.value:<12} {entry.dlq_id} {entry.operation_id or '-'} {_document(entry)}"
+    if item.error is not None:
+        line += f": {item.error.code} {item.error.message}"
+    elif item.reason:
+        line += f": {item.reason}"
+    return line
+
+
+def replay_report_json(report: ReplayReport) -> dict[str, Any]:
+    return {
+        "dry_run": report.dry_run,
+        "interrupted": report.interrupted,
+        "stopped": None if report.stopped is None else report.stopped.model_dump(mode="json"),
+        "entries": [replay_item_json(item) for item in report.items],
+        "summary": {
+            "seen": len(report.items),
+            **{action.value: report.count(action) for action in Action},
+        },
+    }
+
+
+def replay_summary(report: ReplayReport) -> str:
+    counts = ", ".join(f"{report.count(a)} {a.value}" for a in Action)
+    line = f"replay-all{' --dry-run' if report.dry_run else ''}: {len(report.items)} seen: {counts}"
+    if report.stopped is not None:
+        line += f"; stopped: {report.stopped.code} {report.stopped.message}"
+    if report.interrupted:
+        line += "; interrupted: run it again to go on"
+    return line
+
+
+__all__ = [
+    "PlanSummary",
+    "entry_json",
+    "entry_table",
+    "format_age",
+    "plan_summary",
+    "replay_item_json",
+    "replay_item_line",
+    "replay_report_json",
+    "replay_summary",
+    "show_json",
+    "show_lines",
+    "stats_json",
+    "stats_lines",
+]

@@ -1,0 +1,112 @@
+"""Read a whole topic once: every committed message from its beginning to its current end.
+
+The reader assigns every partition itself (no group membership, nothing committed), so it neither
+disturbs nor depends on a consumer group. The end of a partition is the consumer's partition-EOF
+event, not the high watermark: transaction markers and aborted records (the outbox relay writes
+in transactions) sit below the watermark but are never delivered, so a reader counting offsets
+would wait forever.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.kafka.errors import KafkaIngestError, translate_kafka_error
+from graph_ingest.kafka.headers import headers_of
+from graph_ingest.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.2
+_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+def read_to_end(
+    settings: KafkaSettings, topic: str, *, timeout_s: float = 60.0
+) -> list[TopicRecord]:
+    """Every committed message of ``topic`` up to its end, per partition in offset order
+    (partitions one after another). Raises KafkaIngestError: NOT_FOUND for a topic that does not
+    exist, DEADLINE_EXCEEDED when the end is not reached within ``timeout_s``."""
+    config = settings.consumer_config(
+        f"{settings.client_id}.reader.{uuid.uuid4().hex}", **{"enable.partition.eof": True}
+    )
+    deadline = time.monotonic() + timeout_s
+    try:
+        consumer = Consumer(config)
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise translate_kafka_error(exc, context=f"creating a reader of {topic}") from exc
+    try:
+        partitions = _partitions(consumer, topic, timeout_s)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        received: dict[int, list[TopicRecord]] = {p: [] for p in partitions}
+        at_end: set[int] = set()
+        while at_end < set(partitions):
+            if time.monotonic() >= deadline:
+                raise KafkaIngestError(
+                    f"{topic}: {len(set(partitions) - at_end)} of {len(partitions)} partitions "
+                    f"not read to their end within {timeout_s:g}s",
+                    code=StatusCode.DEADLINE_EXCEEDED,
+                )
+            try:
+                messages = consumer.consume(_BATCH, timeout=_POLL_S)
+            except KafkaException as exc:
+                raise translate_kafka_error(exc, context=f"reading {topic}") from exc
+            for message in messages:
+                error = message.error()
+                if error is None:
+                    received[message.partition() or 0].append(_record(message))
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition() or 0)
+                elif error.fatal():
+                    raise translate_kafka_error(error, context=f"reading {topic}")
+                else:  # a broker away for a moment: librdkafka retries, the deadline bounds it
+                    log.warning("%s reader: %s", topic, error)
+    finally:
+        consumer.close()
+    return [record for p in partitions for record in received[p]]
+
+
+def _partitions(consumer: Consumer, topic: str, timeout_s: float) -> list[int]:
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s)
+    except KafkaException as exc:
+        raise translate_kafka_error(exc, context=f"reading the metadata of {topic}") from exc
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        raise KafkaIngestError(f"topic {topic} does not exist", code=StatusCode.NOT_FOUND)
+    return sorted(found.partitions)
+
+
+def _record(message: Message) -> TopicRecord:
+    return TopicRecord(
+        partition=message.partition() or 0,
+        offset=message.offset() or 0,
+        key=message.key(),
+        value=message.value(),
+        headers=headers_of(message),
+    )
+
+
+__all__ = ["TopicRecord", "read_to_end"]
