@@ -9,16 +9,22 @@
 * ``outage``: a producer offers ``--rate`` plans/s while Neo4j or PostgreSQL is killed for
   ``--outage`` seconds; once the service is back: the time to the first apply, the backlog, and
   the rate it drains at next to the applier's maximum rate on a backlog (measured in the same run).
+* ``replay``: ``--plans`` plans dead-lettered, then ``graph-ingest dlq replay-all``: its rate, and
+  the time until every replayed plan is COMPLETED.
 
     python benchmarks/failure_routing.py lateness [--plans 20] [--spacing 0.5] [--in-place-backoff 0.05]
     python benchmarks/failure_routing.py outage [--service neo4j|postgres] [--rate 50] [--outage 60]
+    python benchmarks/failure_routing.py replay [--plans 500]
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -41,6 +47,7 @@ from graph_ingest.graph.errors import GraphError
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.producers.plan_publisher import PlanPublisher
 from graph_ingest.settings import Settings
+from graph_ingest.stack.envvars import pipeline_env
 from graph_ingest.stack.manager import LocalStack
 from graph_ingest.waiting import wait_until
 
@@ -126,6 +133,59 @@ def lateness(base: Settings, count: int, spacing_s: float, in_place_backoff_s: f
         f"all      {len(every):5d}   {statistics.median(every) * 1000:8.0f} ms"
         f" {_percentile(every, 0.99) * 1000:6.0f} ms"
     )
+
+
+class Refusing(Neo4jGraphWriter):
+    """Every graph write is refused as the plan's fault: each plan goes to the DLQ at once."""
+
+    def apply(self, batch: Sequence[tuple[GraphOptions, Mutation]]) -> None:
+        raise GraphError("injected: refused", code=StatusCode.FAILED_PRECONDITION)
+
+
+def replay(base: Settings, count: int) -> None:
+    """``count`` plans dead-lettered, then ``graph-ingest dlq replay-all`` with a healthy applier:
+    the command's rate, and the time until every replayed plan is COMPLETED."""
+    with isolated(base) as settings:
+        plans = small_plans(count, GraphOptions(node_label=f"B_{settings.postgres.schema_name}"))
+        stop = threading.Event()
+        refusing = threading.Thread(
+            target=run_applier, args=(settings, stop), kwargs={"graph": Refusing(settings.neo4j)}
+        )
+        refusing.start()
+        with PlanPublisher(settings) as publisher:
+            publisher.publish(plans)
+        wait_until(
+            lambda: _rows(settings, "SELECT count(*) FROM dlq_entries")[0][0] == count,
+            timeout_s=300,
+            interval_s=0.5,
+            what="every plan in the DLQ",
+        )
+        stop.set()
+        refusing.join(timeout=120)
+        stop = threading.Event()
+        healthy = threading.Thread(target=run_applier, args=(settings, stop))
+        healthy.start()
+        try:
+            started = time.monotonic()
+            command = subprocess.run(
+                [sys.executable, "-m", "graph_ingest.cli.main", "dlq", "replay-all", "--json"],
+                env={**os.environ, **pipeline_env(settings)},
+                capture_output=True,
+                check=False,
+            )
+            replayed_s = time.monotonic() - started
+            if command.returncode != 0:
+                raise RuntimeError(command.stderr.decode()[-2000:])
+            wait_until(
+                lambda: _completed(settings) >= count, timeout_s=600, interval_s=0.2, what="all"
+            )
+            completed_s = time.monotonic() - started
+        finally:
+            stop.set()
+            healthy.join(timeout=120)
+    print(f"{count} DLQ entries replayed by `graph-ingest dlq replay-all`")
+    print(f"replay-all took        : {replayed_s:6.1f} s ({count / replayed_s:6.1f} entries/s)")
+    print(f"all COMPLETED after    : {completed_s:6.1f} s")
 
 
 def outage(base: Settings, service: str, rate: float, outage_s: float) -> None:
@@ -215,11 +275,15 @@ def main() -> None:
     down.add_argument("--service", choices=["neo4j", "postgres"], default="neo4j")
     down.add_argument("--rate", type=float, default=50.0)
     down.add_argument("--outage", type=float, default=60.0)
+    again = sub.add_parser("replay")
+    again.add_argument("--plans", type=int, default=500)
     args = parser.parse_args()
     settings = Settings()
     LocalStack(settings).up()
     if args.figure == "lateness":
         lateness(settings, args.plans, args.spacing, args.in_place_backoff)
+    elif args.figure == "replay":
+        replay(settings, args.plans)
     else:
         outage(settings, args.service, args.rate, args.outage)
 
