@@ -25,9 +25,9 @@ def applier(relay: bool) -> None:
     """Apply frozen plans from the plans topic and its retry tiers to Neo4j and PostgreSQL.
 
     One process is a complete pipeline: it consumes the plans topic and every retry tier
-    (ingestion.plans.retry.1s, .5s, .30s), routes failures to the next tier or the DLQ, and
-    publishes the outbox. Run several (same GRAPH_INGEST_APPLIER__GROUP_ID) to share the
-    partitions.
+    (ingestion.plans.retry.1s, .5s, .30s; in the group <group>.retry), routes failures to the
+    next tier or the DLQ, and publishes the outbox. Run several (same
+    GRAPH_INGEST_APPLIER__GROUP_ID) to share the partitions.
 
     \b
     Example:

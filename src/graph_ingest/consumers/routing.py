@@ -67,11 +67,6 @@ class Ladder:
         )
 
     @property
-    def topics(self) -> list[str]:
-        """What one applier consumes: the main topic and every tier."""
-        return [self.plans_topic, *(topic for topic, _ in self.tiers)]
-
-    @property
     def tier_topics(self) -> list[str]:
         return [topic for topic, _ in self.tiers]
 

@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 from graph_ingest.consumers.applier import Outcome, PlanApplier, Position
 from graph_ingest.consumers.batching import OffsetTracker, select_batch
@@ -45,14 +46,18 @@ class ApplierWorker:
         applier: PlanApplier,
         *,
         topics: Sequence[str] | None = None,
+        applying: AbstractContextManager[object] | None = None,
         report_degradation: Callable[[DegradationEvent], object] = lambda event: None,
     ) -> None:
+        """``topics``: the plans topic by default. ``applying``: held around every apply (a lock
+        when loops share one applier)."""
         self._settings = settings
         self._applier = applier
+        self._applying = applying or nullcontext()
         ladder = Ladder.of(settings)
         self._consumer = PlanConsumer(
             settings.kafka.consumer_config(settings.applier.group_id),
-            list(topics or ladder.topics),
+            list(topics or [ladder.plans_topic]),
             on_revoke=self._on_revoke,
             max_plan_bytes=settings.applier.max_plan_bytes,
             tier_topics=ladder.tier_topics,
@@ -123,9 +128,10 @@ class ApplierWorker:
         attempt = towards_split = 0
         while True:
             try:
-                outcomes = self._applier.apply(
-                    batch, in_place_exhausted=towards_split >= settings.in_place_max_attempts
-                )
+                with self._applying:
+                    outcomes = self._applier.apply(
+                        batch, in_place_exhausted=towards_split >= settings.in_place_max_attempts
+                    )
             except Exception as exc:
                 code = classify(exc)
                 if scope_of(code) is FailureScope.PLAN:
@@ -197,7 +203,8 @@ class ApplierWorker:
         if not breaker.probe_due():
             return False
         try:
-            self._applier.probe(breaker.name)
+            with self._applying:
+                self._applier.probe(breaker.name)
         except Exception as exc:
             log.debug("probe of %s failed: %s", breaker.name, exc)
             breaker.probed(answered=False)

@@ -64,12 +64,64 @@ def run_applier(
         _relay_beside(settings, stop, enabled=relay),
         DegradationPublisher(settings) as degradation,
     ):
-        worker = ApplierWorker(
-            settings,
-            build_applier(settings, store, graph),
-            report_degradation=degradation.publish,
+        applier = build_applier(settings, store, graph)
+        applying = threading.Lock()  # one applier, one store and one writer for both loops
+        loops = [
+            ApplierWorker(
+                loop_settings,
+                applier,
+                topics=topics,
+                applying=applying,
+                report_degradation=degradation.publish,
+            )
+            for loop_settings, topics in _loops(settings)
+        ]
+        _run_together(loops, stop)
+
+
+def _loops(settings: Settings) -> list[tuple[Settings, list[str]]]:
+    """The main topic's loop and the retry tiers' loop, each in a consumer group of its own.
+
+    The cooperative-sticky assignor balances the number of partitions a member owns, not where
+    they come from: in one group, a second applier may get every tier partition and none of the
+    plans topic. Two groups spread each topic over the appliers."""
+    ladder = Ladder.of(settings)
+    loops = [(settings, [ladder.plans_topic])]
+    if ladder.tiers:
+        applier = settings.applier
+        retry = applier.model_copy(
+            update={
+                "group_id": f"{applier.group_id}.retry",
+                "worker_id": f"{applier.worker_id}/retry",
+            }
         )
-        worker.run(stop)
+        loops.append((settings.model_copy(update={"applier": retry}), ladder.tier_topics))
+    return loops
+
+
+def _run_together(loops: list[ApplierWorker], stop: threading.Event) -> None:
+    """Run the first loop here and the others in threads; when one ends, all end. The first error
+    is raised once every loop has stopped."""
+    errors: list[BaseException] = []
+
+    def run(loop: ApplierWorker) -> None:
+        try:
+            loop.run(stop)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            stop.set()
+
+    threads = [threading.Thread(target=run, args=(loop,), name="retry-tiers") for loop in loops[1:]]
+    for thread in threads:
+        thread.start()
+    try:
+        run(loops[0])
+    finally:
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[0]
 
 
 @contextmanager
