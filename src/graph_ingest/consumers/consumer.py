@@ -117,9 +117,17 @@ class PlanConsumer:
         self._consumer = consumer
 
     def close(self) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
+        """Leave the group. Its last revoke callback runs inside (the worker commits there), so
+        the client stays usable until the close has returned."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        try:
             consumer.close()
+        finally:
+            self._consumer = None
+            self._owned.clear()
+            self._held.clear()
 
     # -- what it owns ----------------------------------------------------------------------
 
