@@ -1,0 +1,1 @@
+"""Planning: ingest request -> extraction -> validation -> resolution -> version diff -> frozen plan."""
