@@ -27,11 +27,9 @@ from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.schemas.codec import decode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.stack.envvars import pipeline_env
-from graph_ingest.store import postgres_sql as sql
-from graph_ingest.store.base import DlqEntry
+from graph_ingest.store.base import DlqEntry, DlqQuery
 from graph_ingest.store.migrate import migrate
 from graph_ingest.store.postgres import PostgresOperationStore
-from graph_ingest.store.postgres_rows import dlq_entry_from_row
 from graph_ingest.waiting import wait_until
 
 
@@ -222,12 +220,9 @@ class Pipeline:
         """The DLQ index once it holds at least ``count`` entries, in the order they arrived."""
 
         def enough() -> list[DlqEntry] | None:
-            rows = self.sql(
-                f"SELECT {sql.DLQ_ENTRY_COLUMNS} FROM dlq_entries "
-                "ORDER BY dead_lettered_at, original_offset NULLS LAST, dlq_id"
-            )
-            names = [name.strip() for name in sql.DLQ_ENTRY_COLUMNS.split(",")]
-            entries = [dlq_entry_from_row(dict(zip(names, row, strict=True))) for row in rows]
+            entries = self.store.list_dlq_entries(DlqQuery())
+            # one routing transaction shares one dead_lettered_at: its source offsets order it
+            entries.sort(key=lambda e: (e.dead_lettered_at, _offset_order(e), e.dlq_id))
             return entries if len(entries) >= count else None
 
         return wait_until(enough, timeout_s=timeout_s, what=f"{count} DLQ entries")
@@ -271,3 +266,8 @@ class Pipeline:
 
     def _driver(self) -> Any:
         return GraphDatabase.driver(self.settings.neo4j.uri, auth=self.settings.neo4j.auth())
+
+
+def _offset_order(entry: DlqEntry) -> tuple[bool, int]:
+    """Entries with a source offset in offset order, followers (no offset) after them."""
+    return (entry.original_offset is None, entry.original_offset or 0)
