@@ -27,7 +27,7 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import MalformedHeader, translate_kafka_error
-from graph_ingest.kafka.headers import RetryHeaders, headers_of
+from graph_ingest.kafka.headers import Headers, RetryHeaders, headers_of
 from graph_ingest.schemas.codec import decode_plan
 
 log = logging.getLogger(__name__)
@@ -38,12 +38,26 @@ TIER_LATENESS = "tier_lateness_s"
 RevokeHandler = Callable[[set[Partition]], None]
 
 
-def decode_message(message: Message, *, max_plan_bytes: int) -> PlanMessage:
-    """Decode and verify one plan message; any failure is kept on the message, never raised.
+# A message's retry headers as read once: None when it is no retry copy, the error when they are
+# malformed (decoding then makes the message poison).
+RetryRead = RetryHeaders | MalformedHeader | None
+
+
+def read_retry(headers: Headers) -> RetryRead:
+    try:
+        return RetryHeaders.from_headers(headers)
+    except MalformedHeader as exc:
+        return exc
+
+
+def decode_message(
+    message: Message, *, max_plan_bytes: int, headers: Headers, retry: RetryRead
+) -> PlanMessage:
+    """Decode and verify one plan message (its headers and retry headers already read); any
+    failure is kept on the message, never raised.
 
     Third-party code (fastavro, pydantic, the RFC 8785 canonicaliser) raises its own exceptions on
     hostile input: every one of them makes the message poison, not the worker's death."""
-    headers = headers_of(message)
     op_header = kafka_headers.header_value(headers, kafka_headers.OPERATION_ID)
     position: dict[str, Any] = {
         "topic": message.topic(),
@@ -67,8 +81,10 @@ def decode_message(message: Message, *, max_plan_bytes: int) -> PlanMessage:
             code=StatusCode.INVALID_ARGUMENT,
         )
         return PlanMessage(**position, error=error)
+    if isinstance(retry, MalformedHeader):
+        return PlanMessage(**position, error=retry)
+    position["retry"] = retry
     try:
-        position["retry"] = RetryHeaders.from_headers(headers)
         plan = decode_plan(value)
         plan.verify_fingerprint()
     except GraphIngestError as exc:
@@ -161,9 +177,13 @@ class PlanConsumer:
             if not more:
                 break
             raw.extend(more)
-        return [decode_message(m, max_plan_bytes=self._max_plan_bytes) for m in self._usable(raw)]
+        return [
+            decode_message(m, max_plan_bytes=self._max_plan_bytes, headers=headers, retry=retry)
+            for m, headers, retry in self._usable(raw)
+        ]
 
-    def _usable(self, raw: Iterable[Message]) -> Iterable[Message]:
+    def _usable(self, raw: Iterable[Message]) -> Iterable[tuple[Message, Headers, RetryRead]]:
+        """The messages to decode, each with its headers and retry headers read once."""
         for message in raw:
             error = message.error()
             if error is not None:
@@ -176,21 +196,22 @@ class PlanConsumer:
             partition = (message.topic(), message.partition())
             if partition not in self._owned or partition in self._held:
                 continue  # a held partition is fetched again from its head once that is due
-            if partition[0] in self._tier_topics:
-                due_at = _due_at(message)
+            headers = headers_of(message)
+            retry = read_retry(headers)
+            if partition[0] in self._tier_topics and isinstance(retry, RetryHeaders):
+                due_at = retry.due_at.timestamp()
                 now = self._clock()
-                if due_at is not None and due_at > now:
+                if due_at > now:
                     self._hold(partition, message.offset() or 0, due_at)
                     continue
-                if due_at is not None:
-                    log.debug(
-                        "%s[%d]@%d delivered %.3fs after it was due",
-                        *partition,
-                        message.offset(),
-                        now - due_at,
-                        extra={TIER_LATENESS: now - due_at},
-                    )
-            yield message
+                log.debug(
+                    "%s[%d]@%d delivered %.3fs after it was due",
+                    *partition,
+                    message.offset(),
+                    now - due_at,
+                    extra={TIER_LATENESS: now - due_at},
+                )
+            yield message, headers, retry
 
     # -- retry tiers: a partition waits for its head to be due ----------------------------
 
@@ -279,16 +300,6 @@ class PlanConsumer:
                 "PlanConsumer used before start()", code=StatusCode.FAILED_PRECONDITION
             )
         return self._consumer
-
-
-def _due_at(message: Message) -> float | None:
-    """When a tier copy is due (epoch seconds); None when it carries no valid retry headers
-    (decoding then makes it poison)."""
-    try:
-        retry = RetryHeaders.from_headers(headers_of(message))
-    except MalformedHeader:
-        return None
-    return None if retry is None else retry.due_at.timestamp()
 
 
 __all__ = ["TIER_LATENESS", "PlanConsumer", "decode_message"]
