@@ -345,8 +345,14 @@ def test_a_failure_redelivered_before_its_offset_commit_is_routed_only_once(
         # the worker crashed after the routing transaction, before committing the offset,
         # so the same message comes again
         first = applier.apply([consumed], in_place_exhausted=True)
+        routed = store.get_operation(plan.operation_id)
         again = applier.apply([consumed], in_place_exhausted=True)
+        # and the operation waits for its tier copy as the first routing left it
+        waiting = store.get_operation(plan.operation_id)
     assert first == again == {consumed.position: Outcome.RETRYING}
+    assert routed is not None and waiting is not None
+    assert (waiting.stage, waiting.next_retry_at) == (Stage.FAILED, routed.next_retry_at)
+    assert routed.next_retry_at is not None
     tier_topic = pipeline.settings.topics.retry_tiers[0][0]
     assert pipeline.sql("SELECT count(*) FROM outbox WHERE topic = %s", tier_topic) == [(1,)]
     assert pipeline.sql("SELECT count(*) FROM failure_attempts") == [(1,)]
