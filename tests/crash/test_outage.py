@@ -42,8 +42,8 @@ def test_an_outage_pauses_behind_the_breaker_routes_nothing_and_every_plan_compl
 
     publisher = threading.Thread(target=publish_steadily, daemon=True)
     publisher.start()
-    # When the service crashes for a minute
-    time.sleep(2)
+    # When the service crashes for a minute, once the steady flow has begun to complete
+    pipeline.wait_stage(chunks[0][-1].operation_id, Stage.COMPLETED)
     local_stack.stop_service(service, hard=True)
     try:
         time.sleep(OUTAGE_S)

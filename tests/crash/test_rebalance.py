@@ -261,7 +261,13 @@ def test_retries_held_by_a_killed_applier_are_delivered_by_the_survivor_never_ea
     )
     appliers["applier-1"].kill()
     appliers["applier-1"].wait(timeout=30)
-    time.sleep(1.0)  # the survivor takes the partitions over, some retries fail once more
+    # and the survivor routes another failure (before any plan could walk the ladder to the DLQ)
+    routed_at_kill = pipeline.sql("SELECT count(*) FROM failure_attempts")[0][0]
+    wait_until(
+        lambda: pipeline.sql("SELECT count(*) FROM failure_attempts")[0][0] > routed_at_kill,
+        timeout_s=30,
+        what="a failure routed after the kill",
+    )
     flaky_while.unlink()
     # Then the survivor delivers every retry, none lost, none stuck paused
     wait_completed(pipeline, len(flaky) + len(steady), timeout_s=120)
