@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from pydantic import Field, field_validator, model_validator
 
 from graph_ingest.domain.identifiers import Identifier
@@ -38,6 +40,23 @@ class NodeUpsert(FrozenModel):
         return _validate_properties(value)
 
 
+class EdgeIdentity(Protocol):
+    @property
+    def src(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def dst(self) -> str: ...
+    @property
+    def rank(self) -> int: ...
+
+
+def edge_text(edge: EdgeIdentity) -> str:
+    """An edge's identity as text, from the edge itself (building an EdgeKey costs a validation:
+    this runs for every edge of every decoded plan)."""
+    return f"({edge.src})-[:{edge.type}#{edge.rank}]->({edge.dst})"
+
+
 class EdgeKey(FrozenModel):
     """Edge identity: (src, type, dst, rank)."""
 
@@ -50,7 +69,7 @@ class EdgeKey(FrozenModel):
         return (self.src, self.type, self.dst, self.rank)
 
     def __str__(self) -> str:
-        return f"({self.src})-[:{self.type}#{self.rank}]->({self.dst})"
+        return edge_text(self)
 
 
 class EdgeUpsert(FrozenModel):
@@ -82,7 +101,7 @@ class Mutation(FrozenModel):
     @model_validator(mode="after")
     def check_unique_identities(self) -> Mutation:
         reject_duplicates("node upsert", [n.node_id for n in self.node_upserts])
-        reject_duplicates("edge upsert", [str(e.key) for e in self.edge_upserts])
+        reject_duplicates("edge upsert", [edge_text(e) for e in self.edge_upserts])
         reject_duplicates("node delete", list(self.node_deletes))
         reject_duplicates("edge delete", [str(e) for e in self.edge_deletes])
         both = self.upserted_node_ids() & set(self.node_deletes)

@@ -13,7 +13,7 @@ from graph_ingest.domain.fingerprint import fingerprint_of
 from graph_ingest.domain.identifiers import Identifier
 from graph_ingest.domain.limits import MAX_REVISION, StoredId, StoredText
 from graph_ingest.domain.model import FrozenModel
-from graph_ingest.domain.mutation import EdgeKey, Mutation
+from graph_ingest.domain.mutation import EdgeIdentity, EdgeKey, Mutation
 from graph_ingest.domain.state import DocumentState, EntityRegistration
 
 
@@ -100,8 +100,8 @@ class IngestionPlan(FrozenModel):
         return draft.model_copy(update={"fingerprint": draft.computed_fingerprint()})
 
 
-def _edge(key: EdgeKey) -> list[Any]:
-    return [key.src, key.type, key.dst, key.rank]
+def _edge(edge: EdgeIdentity) -> list[Any]:
+    return [edge.src, edge.type, edge.dst, edge.rank]
 
 
 def _edges(keys: tuple[EdgeKey, ...]) -> list[list[Any]]:
@@ -132,7 +132,7 @@ def business_content_of(plan: IngestionPlan) -> dict[str, Any]:
                 key=lambda n: str(n["node_id"]),
             ),
             "edge_upserts": sorted(
-                ({"edge": _edge(e.key), "properties": e.properties} for e in m.edge_upserts),
+                ({"edge": _edge(e), "properties": e.properties} for e in m.edge_upserts),
                 key=lambda e: (e["edge"][0], e["edge"][1], e["edge"][2], e["edge"][3]),
             ),
             "node_deletes": sorted(m.node_deletes),
