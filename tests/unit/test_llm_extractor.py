@@ -495,10 +495,18 @@ def test_a_refused_request_fails_at_once_with_its_permanent_code(
     assert sleeps.delays == []
 
 
-def test_an_error_code_that_is_free_text_is_not_shown(
-    server: FakeChatServer, sleeps: Sleeps
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"error": {"code": f"{MODEL_SECRET_TEXT} was sent"}},
+        {"error": {"message": "x" * 100_000, "code": "too_long_to_read"}},
+    ],
+    ids=["free-text-code", "huge-error-body"],
+)
+def test_an_error_code_that_is_free_text_or_past_the_read_bound_is_not_shown(
+    server: FakeChatServer, sleeps: Sleeps, body: dict[str, Any]
 ) -> None:
-    server.script(status(400, body={"error": {"code": f"{MODEL_SECRET_TEXT} was sent"}}))
+    server.script(status(400, body=body))
 
     with pytest.raises(ExtractionFailed) as failure:
         extractor_for(server, sleeps).extract(CHUNKS, SCHEMA)

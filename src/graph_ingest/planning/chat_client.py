@@ -170,7 +170,7 @@ class ChatClient:
             data += part
             if len(data) > limit:
                 if cut:
-                    break
+                    return bytes(data[:limit])
                 raise UnusableReply(f"the response exceeds {limit} bytes; not read further")
         return bytes(data)
 
