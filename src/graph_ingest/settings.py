@@ -332,9 +332,10 @@ class LlmSettings(_Section):
         default=30.0, gt=0, description="caps the backoff and any Retry-After the endpoint sends"
     )
     max_prompt_chars: int = Field(
-        default=24_000,
+        default=64_000,
         ge=1_000,
-        description="characters of the messages of one request; a larger chunk is sent in pieces",
+        description="characters of the messages of one request (the instructions and the JSON"
+        " schema derived from the graph schema included); a larger chunk is sent in pieces",
     )
     chunks_per_request: int = Field(
         default=8, ge=1, description="chunks sent together in one request, within max_prompt_chars"

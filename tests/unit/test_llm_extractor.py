@@ -18,7 +18,7 @@ from graph_ingest.planning.candidates import Chunk, Extraction
 from graph_ingest.planning.errors import ExtractionFailed
 from graph_ingest.planning.graph_schema import parse_graph_schema
 from graph_ingest.planning.llm import LlmExtractor
-from graph_ingest.planning.llm_prompt import system_message
+from graph_ingest.planning.llm_prompt import Prompt
 from graph_ingest.settings import LlmSettings, Settings
 from tests.fake_chat_server import (
     PATH,
@@ -550,7 +550,7 @@ def test_no_request_exceeds_the_prompt_bound_and_a_large_chunk_is_sent_in_pieces
     words = [f'w{i}"\n' if i % 7 == 0 else f"word{i}" for i in range(800)]
     text = " ".join(words)
     big = Chunk(chunk_id="big", start=5, end=5 + len(text), text=text)
-    bound = len(system_message(SCHEMA)) + 900
+    bound = len(Prompt.for_schema(SCHEMA).system) + 900
     last_word = words[-1]
     server.responder = lambda request: (
         answer(entity(request.segments[-1]["segment"], "Person", "w", last_word))
@@ -585,7 +585,7 @@ def test_at_most_chunks_per_request_chunks_go_in_one_request(
 def test_a_prompt_bound_the_graph_schema_alone_fills_fails_before_any_request(
     server: FakeChatServer, sleeps: Sleeps
 ) -> None:
-    bound = len(system_message(SCHEMA)) + 100
+    bound = len(Prompt.for_schema(SCHEMA).system) + 100
 
     with pytest.raises(ExtractionFailed) as failure:
         extractor_for(server, sleeps, max_prompt_chars=bound).extract(CHUNKS, SCHEMA)

@@ -47,7 +47,7 @@ from graph_ingest.planning.candidates import Chunk, Extraction
 from graph_ingest.planning.chat_client import ChatClient, UnusableReply
 from graph_ingest.planning.graph_schema import GraphSchema
 from graph_ingest.planning.llm_output import MALFORMED_OUTPUT, group_issues, read_answer
-from graph_ingest.planning.llm_prompt import PROMPT_VERSION, plan_requests, request_body
+from graph_ingest.planning.llm_prompt import PROMPT_VERSION, Prompt
 from graph_ingest.settings import LlmSettings
 
 log = logging.getLogger(__name__)
@@ -75,17 +75,16 @@ class LlmExtractor:
 
     def extract(self, chunks: Sequence[Chunk], schema: GraphSchema) -> Extraction:
         settings = self._settings
-        requests = plan_requests(
+        prompt = Prompt.for_schema(schema)
+        requests = prompt.plan_requests(
             chunks,
-            schema,
             max_prompt_chars=settings.max_prompt_chars,
             max_segments=settings.chunks_per_request,
         )
         parts: list[Extraction] = []
         for segments in requests:
-            body = request_body(
+            body = prompt.body(
                 model=self._model,
-                schema=schema,
                 segments=segments,
                 max_tokens=settings.max_output_tokens,
             )

@@ -35,12 +35,9 @@ _JSON_TYPES = {
 }
 _STRING = {"type": "string"}
 _STRINGS = {"type": "array", "items": _STRING}
-_CONFIDENCE = {"type": "number", "description": "0 to 1: how sure the segment states this"}
-_QUOTES = {
-    "type": "array",
-    "items": _STRING,
-    "description": "at least one passage copied character for character from the segment",
-}
+# What the fields mean is said once, in the instructions, not in every type's variant.
+_CONFIDENCE = {"type": "number"}
+_QUOTES = {"type": "array", "items": _STRING}
 
 INSTRUCTIONS = """\
 You extract a knowledge graph from segments of one document.
@@ -54,6 +51,7 @@ segment itself states.
 uses for the same entity (never pronouns).
 - A relation's source and target give the type and name of entities you also list.
 - A property the segment does not state is null.
+- "confidence" is between 0 and 1: how plainly the segment states the candidate.
 Answer with one JSON object that matches this JSON schema, and nothing else:
 """
 
@@ -138,66 +136,75 @@ def _property(spec: PropertySpec) -> dict[str, Any]:
     return result
 
 
-def system_message(schema: GraphSchema) -> str:
-    return INSTRUCTIONS + _compact(response_schema(schema))
+@dataclass(frozen=True)
+class Prompt:
+    """The fixed part of every request for one graph schema, and how its requests are built."""
+
+    schema_version: str
+    response_schema: dict[str, Any]
+    system: str
+
+    @classmethod
+    def for_schema(cls, schema: GraphSchema) -> Prompt:
+        derived = response_schema(schema)
+        return cls(schema.version, derived, INSTRUCTIONS + _compact(derived))
+
+    def body(self, *, model: str, segments: Sequence[Segment], max_tokens: int) -> dict[str, Any]:
+        """A chat-completions request for ``segments``."""
+        return {
+            "model": model,
+            "messages": [
+                {"role": "system", "content": self.system},
+                {"role": "user", "content": user_message(segments)},
+            ],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "extraction",
+                    "strict": True,
+                    "schema": self.response_schema,
+                },
+            },
+            "temperature": TEMPERATURE,
+            "max_tokens": max_tokens,
+        }
+
+    def plan_requests(
+        self, chunks: Sequence[Chunk], *, max_prompt_chars: int, max_segments: int
+    ) -> list[list[Segment]]:
+        """The segments of each request, in document order. Every request's messages hold at
+        most ``max_prompt_chars`` characters and at most ``max_segments`` segments; a chunk too
+        large for one request is cut into pieces (at whitespace where it can), each its own
+        segment. Chunks with no text but whitespace are not sent."""
+        # Room for the segments of one request: the messages less their fixed part (the
+        # brackets of the array included); each segment costs its JSON object and a comma.
+        room = max_prompt_chars - len(self.system) - len(USER_PREFIX) - 2
+        wrapper = len(_segment_json(f"s{max_segments}", "")) + 1
+        text_budget = room - wrapper
+        if text_budget < MIN_TEXT_BUDGET:
+            raise ExtractionFailed(
+                f"the llm prompt for graph schema {self.schema_version!r} leaves"
+                f" {max(text_budget, 0)} characters of document text within"
+                f" GRAPH_INGEST_LLM__MAX_PROMPT_CHARS={max_prompt_chars};"
+                f" at least {MIN_TEXT_BUDGET} are needed",
+                code=StatusCode.FAILED_PRECONDITION,
+            )
+        return _group(_pieces(chunks, text_budget), room=room, wrapper=wrapper, most=max_segments)
 
 
 def user_message(segments: Sequence[Segment]) -> str:
     return USER_PREFIX + "[" + ",".join(_segment_json(s.ref, s.text) for s in segments) + "]"
 
 
-def request_body(
-    *, model: str, schema: GraphSchema, segments: Sequence[Segment], max_tokens: int
-) -> dict[str, Any]:
-    """A chat-completions request for ``segments``."""
-    return {
-        "model": model,
-        "messages": [
-            {"role": "system", "content": system_message(schema)},
-            {"role": "user", "content": user_message(segments)},
-        ],
-        "response_format": {
-            "type": "json_schema",
-            "json_schema": {
-                "name": "extraction",
-                "strict": True,
-                "schema": response_schema(schema),
-            },
-        },
-        "temperature": TEMPERATURE,
-        "max_tokens": max_tokens,
-    }
-
-
-def prompt_chars(body: dict[str, Any]) -> int:
-    """What ``max_prompt_chars`` bounds: the characters of a request's messages."""
-    return sum(len(message["content"]) for message in body["messages"])
-
-
-def plan_requests(
-    chunks: Sequence[Chunk], schema: GraphSchema, *, max_prompt_chars: int, max_segments: int
+def _group(
+    pieces: Iterator[tuple[str, int, str, int]], *, room: int, wrapper: int, most: int
 ) -> list[list[Segment]]:
-    """The segments of each request, in document order. Every request's messages hold at most
-    ``max_prompt_chars`` characters and at most ``max_segments`` segments; a chunk too large for
-    one request is cut into pieces (at whitespace where it can), each its own segment. Chunks
-    with no text but whitespace are not sent."""
-    # Room for the segments of one request: the messages less their fixed part (the brackets of
-    # the array included); each segment costs its JSON object and a comma.
-    room = max_prompt_chars - len(system_message(schema)) - len(USER_PREFIX) - 2
-    wrapper = len(_segment_json(f"s{max_segments}", "")) + 1
-    text_budget = room - wrapper
-    if text_budget < MIN_TEXT_BUDGET:
-        raise ExtractionFailed(
-            f"the llm prompt for graph schema {schema.version!r} leaves {max(text_budget, 0)}"
-            f" characters of document text within GRAPH_INGEST_LLM__MAX_PROMPT_CHARS="
-            f"{max_prompt_chars}; at least {MIN_TEXT_BUDGET} are needed",
-            code=StatusCode.FAILED_PRECONDITION,
-        )
+    """Pieces, in order, into requests of at most ``most`` segments costing at most ``room``."""
     requests: list[list[tuple[int, str, str]]] = []
     used = 0
-    for chunk_id, start, text, text_cost in _pieces(chunks, text_budget):
+    for chunk_id, start, text, text_cost in pieces:
         cost = wrapper + text_cost
-        if not requests or used + cost > room or len(requests[-1]) == max_segments:
+        if not requests or used + cost > room or len(requests[-1]) == most:
             requests.append([])
             used = 0
         requests[-1].append((start, chunk_id, text))
