@@ -624,10 +624,14 @@ def test_the_prompt_version_is_part_of_the_identity(
         ({"model": "m"}, "GRAPH_INGEST_LLM__BASE_URL"),
         ({"base_url": "http://h/v1"}, "GRAPH_INGEST_LLM__MODEL"),
         ({"base_url": "h/v1", "model": "m"}, "GRAPH_INGEST_LLM__BASE_URL"),
+        ({"base_url": f"http://u:{KEY}@h/v1", "model": "m"}, "GRAPH_INGEST_LLM__API_KEY"),
     ],
+    ids=["no-base-url", "no-model", "no-scheme", "credentials-in-url"],
 )
 def test_a_missing_or_unusable_setting_fails_at_construction_naming_its_variable(
     values: dict[str, str], named: str
 ) -> None:
-    with pytest.raises(ConfigurationError, match=named):
+    with pytest.raises(ConfigurationError, match=named) as failure:
         LlmExtractor(LlmSettings(**values))
+
+    assert KEY not in str(failure.value)

@@ -80,9 +80,15 @@ class ChatClient:
                 "GRAPH_INGEST_LLM__BASE_URL must be an http(s) URL with a host,"
                 f" not one with scheme {url.scheme!r} and host {url.host!r}"
             )
+        if url.userinfo:
+            # A secret in a setting that is shown in full: keys belong in API_KEY (a SecretStr).
+            raise ConfigurationError(
+                "GRAPH_INGEST_LLM__BASE_URL must not carry credentials; set"
+                " GRAPH_INGEST_LLM__API_KEY instead"
+            )
         self._settings = settings
         self._url = url
-        # Where errors and logs say the request went: no user info, no query.
+        # Where errors and logs say the request went: no query.
         self.endpoint = f"{url.scheme}://{url.netloc.decode()}{url.path}"
         self._sleep = sleep
         self._clock = clock

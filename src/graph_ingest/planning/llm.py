@@ -1,7 +1,7 @@
 """The ``llm`` extractor: candidates from an OpenAI-compatible chat-completions endpoint.
 
 **Configuration** (``LlmSettings``, env prefix ``GRAPH_INGEST_LLM__``): ``BASE_URL`` (required;
-requests go to ``<base_url>/chat/completions``), ``MODEL`` (required), ``API_KEY`` (optional;
+requests go to ``<base_url>/chat/completions``; one carrying credentials is refused), ``MODEL`` (required), ``API_KEY`` (optional;
 sent only as ``Authorization: Bearer``, a SecretStr never logged, shown or put in an error),
 ``CONNECT_TIMEOUT_S``, ``TIMEOUT_S``, ``MAX_ATTEMPTS``, ``INITIAL_BACKOFF_S``, ``MAX_BACKOFF_S``,
 ``MAX_PROMPT_CHARS``, ``CHUNKS_PER_REQUEST``, ``MAX_OUTPUT_TOKENS``, ``MAX_RESPONSE_BYTES``.
