@@ -15,13 +15,17 @@ IDENTIFIER_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_IDENTIFIER_LENGTH = 128
 
 
+def is_identifier(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) <= MAX_IDENTIFIER_LENGTH
+        and IDENTIFIER_PATTERN.fullmatch(value) is not None
+    )
+
+
 def validate_identifier(value: str, *, what: str = "identifier") -> str:
     """Return ``value`` unchanged if it is a safe identifier, else raise InvalidIdentifier."""
-    if (
-        not isinstance(value, str)
-        or len(value) > MAX_IDENTIFIER_LENGTH
-        or not IDENTIFIER_PATTERN.fullmatch(value)
-    ):
+    if not is_identifier(value):
         raise InvalidIdentifier(
             f"invalid {what} {value!r}: must match {IDENTIFIER_PATTERN.pattern} "
             f"and be at most {MAX_IDENTIFIER_LENGTH} characters"
