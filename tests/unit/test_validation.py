@@ -18,7 +18,7 @@ from graph_ingest.planning.candidates import (
 from graph_ingest.planning.chunking import chunk_document
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.planning.graph_schema import parse_graph_schema
-from graph_ingest.planning.validation import validate_extraction
+from graph_ingest.planning.validation import MAX_NAME_CHARS, validate_extraction
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -121,6 +121,7 @@ def test_valid_candidates_pass_unchanged() -> None:
         ),
         (person(name="She", evidence=(at("She"),)), "PRONOUN_NAME"),
         (person(name="   "), "EMPTY_NAME"),
+        (person(aliases=("x" * (MAX_NAME_CHARS + 1),)), "NAME_TOO_LONG"),
     ],
 )
 def test_an_invalid_entity_is_dropped_with_an_issue(candidate: EntityCandidate, code: str) -> None:

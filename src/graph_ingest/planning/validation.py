@@ -3,7 +3,7 @@
 Schema: known node and relation types, a relation's endpoint types among those its type allows,
 properties declared, of their type, within their enum, required ones present. Quality: confidence
 at least the threshold, evidence present and every quote exactly the chunk's text at its offsets,
-names that are not pronouns, relation endpoints among the (valid) entity candidates.
+names that are not pronouns nor longer than MAX_NAME_CHARS, relation endpoints among the (valid) entity candidates.
 
 Policy (``fail_on_error``): false drops each invalid candidate and records one ExtractionIssue per
 problem; true fails the document with a PlanningError naming every problem, the extractor's own
@@ -28,6 +28,9 @@ from graph_ingest.planning.candidates import (
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.planning.graph_schema import GraphSchema, PropertySpec, PropertyType
 from graph_ingest.planning.names import is_pronoun, strong_names
+
+# Names are registry keys (an indexed column, with the space and type): well below its limit.
+MAX_NAME_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,11 @@ def _entity_problems(
     if node_type is None:
         return [Problem("UNKNOWN_NODE_TYPE", f"node type {entity.entity_type!r} is not declared")]
     problems = property_problems(node_type.properties, entity.properties)
+    too_long = [n for n in (entity.name, *entity.aliases) if len(n) > MAX_NAME_CHARS]
+    if too_long:
+        problems.append(
+            Problem("NAME_TOO_LONG", f"a name or alias is longer than {MAX_NAME_CHARS} characters")
+        )
     if not normalize_name(entity.name):
         problems.append(Problem("EMPTY_NAME", "the name is blank"))
     elif is_pronoun(entity.name):
@@ -225,4 +233,4 @@ def _relation_text(relation: RelationCandidate) -> str:
     )
 
 
-__all__ = ["Problem", "property_problems", "validate_extraction"]
+__all__ = ["MAX_NAME_CHARS", "Problem", "property_problems", "validate_extraction"]
