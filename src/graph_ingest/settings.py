@@ -350,6 +350,27 @@ class LlmSettings(_Section):
     )
 
 
+class PlannerSettings(_Section):
+    """Planning documents into plans (GRAPH_INGEST_PLANNER__*). Each of these shapes the plan a
+    document gets, so each is part of the extraction fingerprint: changing one re-plans
+    documents that would otherwise be unchanged."""
+
+    extractor: str = Field(
+        default="rules",
+        min_length=1,
+        description="the extractor of requests that carry no candidates (rules, llm)",
+    )
+    min_confidence: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="candidates less confident than this are dropped (or fail the document)",
+    )
+    chunk_max_chars: int = Field(
+        default=4000, ge=200, description="the longest chunk a document is split into"
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GRAPH_INGEST_", env_nested_delimiter="__", frozen=True, extra="ignore"
@@ -365,6 +386,7 @@ class Settings(BaseSettings):
     recovery: RecoverySettings = RecoverySettings()
     dlq: DlqSettings = DlqSettings()
     llm: LlmSettings = LlmSettings()
+    planner: PlannerSettings = PlannerSettings()
 
     @model_validator(mode="after")
     def clients_follow_stack_ports(self) -> Settings:

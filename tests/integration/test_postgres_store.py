@@ -135,6 +135,10 @@ def state(doc: str, revision: int, op_id: str, facts: tuple[FactSource, ...] = (
         edge_keys=(EdgeKey(src=f"{doc}-n2", type="KNOWS", dst=f"{doc}-n1", rank=revision),),
         superseded_edge_keys=(EdgeKey(src="a", type="OLD", dst="b"),) if revision > 1 else (),
         fact_sources=facts,
+        # From revision 2 on, what the planner records (revision 1 stands for a hand-written plan).
+        schema_version="2026-12-01" if revision > 1 else None,
+        extraction_fingerprint=f"v1:{doc}:{revision}" if revision > 1 else None,
+        source_updated_at=T0 - timedelta(days=1, minutes=-revision) if revision > 1 else None,
         committed_at=T0 + timedelta(minutes=revision),
     )
 

@@ -83,8 +83,11 @@ PROPERTIES: dict[str, Any] = {
 }
 
 
-def _raw_schema(subject: str) -> dict[str, Any]:
-    text = resources.files("graph_ingest.schemas").joinpath(f"{subject}.v1.avsc").read_text()
+def _raw_schema(subject: str, version: int | None = None) -> dict[str, Any]:
+    """A bundled schema file as JSON: ``version`` of ``subject``, by default its current one."""
+    number = BUNDLED.current(subject).version if version is None else version
+    name = f"{subject}.v{number}.avsc"
+    text = resources.files("graph_ingest.schemas").joinpath(name).read_text()
     schema: dict[str, Any] = json.loads(text)
     return schema
 
@@ -145,6 +148,9 @@ def rich_plan(**overrides: Any) -> IngestionPlan:
                 ),
                 FactSource(fact_id=fact_id_of(edge_ab), kind=FactKind.EDGE),
             ),
+            schema_version="2026-12-01",
+            extraction_fingerprint="v1:" + "cd" * 32,
+            source_updated_at=AT - timedelta(days=1),
             committed_at=AT + timedelta(seconds=1),
         ),
         "registrations": (
@@ -446,7 +452,9 @@ def test_dlq_envelope_naive_datetime_is_refused_on_encode() -> None:
 
 def test_plan_bytes_are_not_a_dlq_envelope() -> None:
     _assert_decode_error(
-        encode_plan(minimal_plan()), "written with plan.v1", decode=decode_dlq_envelope
+        encode_plan(minimal_plan()),
+        f"written with plan.v{BUNDLED.current(PLAN).version}",
+        decode=decode_dlq_envelope,
     )
 
 
@@ -741,6 +749,38 @@ def test_message_written_with_an_older_schema_decodes_with_the_current_one() -> 
     decoded.verify_fingerprint()
     # and a reader that does not know the old schema refuses, rather than guessing
     _assert_decode_error(data, "unknown writer schema fingerprint")
+
+
+def test_a_plan_written_with_plan_v1_decodes_and_keeps_its_fingerprint() -> None:
+    # Given a plan frozen before states carried what they were planned with
+    state = rich_plan().next_state.model_copy(
+        update={"schema_version": None, "extraction_fingerprint": None, "source_updated_at": None}
+    )
+    plan = rich_plan(next_state=state)
+    record = codec._plan_record(plan)
+    for name in ("schema_version", "extraction_fingerprint", "source_updated_at"):
+        del record["next_state"][name]
+    v1 = schema_version(PLAN, 1, _raw_schema(PLAN, 1))
+    assert BUNDLED.lookup(v1.fingerprint) is not None
+    # When a plan.v1 writer wrote it
+    data = write_single_object(v1, record)
+    # Then the current reader decodes the same plan, its fingerprint unchanged
+    decoded = decode_plan(data)
+    assert decoded == plan
+    assert decoded.next_state.schema_version is None
+    decoded.verify_fingerprint()
+
+
+def test_what_a_state_was_planned_with_is_part_of_the_fingerprint() -> None:
+    plan = rich_plan()
+    for change in (
+        {"schema_version": "2027-01-01"},
+        {"extraction_fingerprint": "v1:" + "ef" * 32},
+    ):
+        other = rich_plan(next_state=plan.next_state.model_copy(update=change))
+        assert other.fingerprint != plan.fingerprint, change
+    later_source = plan.next_state.model_copy(update={"source_updated_at": AT})
+    assert rich_plan(next_state=later_source).fingerprint == plan.fingerprint
 
 
 def test_operation_written_with_an_older_schema_decodes_with_the_current_one() -> None:

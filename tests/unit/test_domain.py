@@ -8,6 +8,7 @@ from graph_ingest.domain.identifiers import validate_identifier
 from graph_ingest.domain.ids import derive_operation_id
 from graph_ingest.domain.mutation import EdgeUpsert, Mutation, NodeUpsert
 from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage, check_transition
+from graph_ingest.domain.state import normalize_name
 from tests.unit.plans import plan_for
 
 
@@ -87,3 +88,19 @@ def test_plan_rejects_inconsistent_next_state() -> None:
     plan = plan_for("d1")
     with pytest.raises(ValidationError, match="expected_revision"):
         plan.model_validate({**plan.model_dump(), "expected_revision": 3})
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("  Alice   Chen\t", "alice chen"),
+        ("\uff21\uff23\uff2d\uff25\u3000\uff23orp", "acme corp"),  # full-width, ideographic space
+        ("Straße", "strasse"),  # casefold, not lower
+        ("ﬁnance", "finance"),  # compatibility ligature
+        ("支付系统", "支付系统"),
+        ("Cafe\u0301", "café"),  # combining accent composed
+    ],
+)
+def test_normalize_name_is_nfkc_trimmed_collapsed_casefolded(name: str, key: str) -> None:
+    assert normalize_name(name) == key
+    assert normalize_name(key) == key  # a fixed point

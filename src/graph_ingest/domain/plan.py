@@ -108,8 +108,19 @@ def _edges(keys: tuple[EdgeKey, ...]) -> list[list[Any]]:
     return sorted((_edge(k) for k in keys), key=lambda e: (e[0], e[1], e[2], e[3]))
 
 
+def _planned_with(state: DocumentState) -> dict[str, str]:
+    """The schema version and extraction fingerprint, where the state has them: a plan frozen
+    before states carried them keeps its fingerprint."""
+    present = {
+        "schema_version": state.schema_version,
+        "extraction_fingerprint": state.extraction_fingerprint,
+    }
+    return {name: value for name, value in present.items() if value is not None}
+
+
 def business_content_of(plan: IngestionPlan) -> dict[str, Any]:
-    """Everything that decides what the plan does, with sets sorted; no timestamps, no provenance."""
+    """Everything that decides what the plan does, with sets sorted; no timestamps (commit time,
+    source update time), no provenance."""
     m = plan.mutation
     s = plan.next_state
     return {
@@ -143,6 +154,7 @@ def business_content_of(plan: IngestionPlan) -> dict[str, Any]:
             "revision": s.revision,
             "content_hash": s.content_hash,
             "document_version": s.document_version,
+            **_planned_with(s),
             "node_ids": sorted(set(s.node_ids)),
             "edge_keys": _edges(s.edge_keys),
             "superseded_edge_keys": _edges(s.superseded_edge_keys),

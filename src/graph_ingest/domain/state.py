@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime
 from enum import StrEnum
 
@@ -58,6 +59,15 @@ class DocumentState(FrozenModel):
     edge_keys: tuple[EdgeKey, ...] = ()
     superseded_edge_keys: tuple[EdgeKey, ...] = ()
     fact_sources: tuple[FactSource, ...] = ()
+    schema_version: StoredText | None = None
+    """The graph schema version the state was planned with (None: planned by hand, or retracted)."""
+    extraction_fingerprint: StoredText | None = None
+    """What decided the extraction (extractor, its identity, schema version, content): a state
+    with the same one and the same content and versions needs no new extraction. None when the
+    state holds no extraction (hand-written plans, retractions)."""
+    source_updated_at: datetime | None = None
+    """When the source last changed the document, as its producer said: a request older than
+    this is out of order."""
     committed_at: datetime | None = None
 
     @model_validator(mode="after")
@@ -97,5 +107,10 @@ class EntityRegistration(FrozenModel):
 
 
 def normalize_name(name: str) -> str:
-    """Case- and whitespace-insensitive form used as the registry key."""
-    return " ".join(name.casefold().split())
+    """The registry key of a name: NFKC, whitespace trimmed and collapsed, casefolded.
+
+    NFKC first, so full-width and compatibility forms (U+FF21.., U+FB01 "fi") meet their plain
+    spelling; casefold after it, then NFKC again (casefolding can leave a string that is not in
+    NFKC): the key is a fixed point, normalising it again changes nothing."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    return " ".join(folded.split())

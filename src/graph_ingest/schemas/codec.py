@@ -219,10 +219,10 @@ def _plan_record(plan: IngestionPlan) -> dict[str, Any]:
     for upsert in (*mutation["node_upserts"], *mutation["edge_upserts"]):
         upsert["properties"] = _tagged_properties(upsert["properties"])
     record["created_at"] = _micros(plan.created_at, "created_at")
-    committed_at = plan.next_state.committed_at
-    record["next_state"]["committed_at"] = (
-        None if committed_at is None else _micros(committed_at, "next_state.committed_at")
-    )
+    state = record["next_state"]
+    for name in ("source_updated_at", "committed_at"):
+        at = getattr(plan.next_state, name)
+        state[name] = None if at is None else _micros(at, f"next_state.{name}")
     return record
 
 

@@ -316,6 +316,20 @@ class OperationStore(Protocol):
         among its edge keys."""
         ...
 
+    def claimed_nodes(
+        self, candidates: Sequence[tuple[tuple[str, str], str]]
+    ) -> set[tuple[tuple[str, str], str]]:
+        """The (document, node id) candidates whose node another document's committed state
+        lists among its node ids."""
+        ...
+
+    def registry_lookup(
+        self, space: str, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """The node each registered (entity_type, normalized_name) of ``space`` is bound to; keys
+        that are not registered are left out. One read for the whole list."""
+        ...
+
     def database_time(self) -> datetime:
         """The database's clock now: the clock of ``older_than_s`` filters and outbox marks."""
         ...

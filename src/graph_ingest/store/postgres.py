@@ -182,6 +182,32 @@ class PostgresOperationStore:
         return {candidates[row["ord"] - 1] for row in found}
 
     @translated
+    def claimed_nodes(
+        self, candidates: Sequence[tuple[tuple[str, str], str]]
+    ) -> set[tuple[tuple[str, str], str]]:
+        if not candidates:
+            return set()
+        found = self._fetch_all(sql.CLAIMED_NODES, rows.claimed_node_columns(candidates))
+        return {candidates[row["ord"] - 1] for row in found}
+
+    @translated
+    def registry_lookup(
+        self, space: str, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        unique = sorted(set(keys))
+        if not unique:
+            return {}
+        found = self._fetch_all(
+            sql.SELECT_REGISTRY_NODES,
+            {
+                "space": [space] * len(unique),
+                "entity_type": [k[0] for k in unique],
+                "normalized_name": [k[1] for k in unique],
+            },
+        )
+        return {(row["entity_type"], row["normalized_name"]): row["node_id"] for row in found}
+
+    @translated
     def database_time(self) -> datetime:
         row = self._fetch_one(sql.DATABASE_TIME, ())
         assert row is not None  # SELECT without FROM returns one row

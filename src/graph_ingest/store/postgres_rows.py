@@ -41,6 +41,9 @@ _STATE_FIELDS = (
     "node_ids",
     "edge_keys",
     "superseded_edge_keys",
+    "schema_version",
+    "extraction_fingerprint",
+    "source_updated_at",
 )
 
 
@@ -202,6 +205,9 @@ def state_columns(states: Sequence[DocumentState]) -> Columns:
             "node_ids": _json(list(s.node_ids)),
             "edge_keys": _edge_keys(s.edge_keys),
             "superseded_edge_keys": _edge_keys(s.superseded_edge_keys),
+            "schema_version": s.schema_version,
+            "extraction_fingerprint": s.extraction_fingerprint,
+            "source_updated_at": s.source_updated_at,
             "committed_at": s.committed_at,
             "state": _json(s.model_dump(mode="json")),
         }
@@ -252,6 +258,14 @@ def claimed_edge_columns(candidates: Sequence[tuple[tuple[str, str], EdgeKey]]) 
         "space": [document[0] for document, _ in candidates],
         "document_id": [document[1] for document, _ in candidates],
         "edge": [_json(edge.model_dump(mode="json")) for _, edge in candidates],
+    }
+
+
+def claimed_node_columns(candidates: Sequence[tuple[tuple[str, str], str]]) -> Columns:
+    return {
+        "space": [document[0] for document, _ in candidates],
+        "document_id": [document[1] for document, _ in candidates],
+        "node_id": [node_id for _, node_id in candidates],
     }
 
 

@@ -117,19 +117,23 @@ WITH incoming AS (
     FROM unnest(
         %(space)b::text[], %(document_id)b::text[], %(revision)b::int[], %(operation_id)b::text[],
         %(content_hash)b::text[], %(document_version)b::text[], %(node_ids)b::text[],
-        %(edge_keys)b::text[], %(superseded_edge_keys)b::text[], %(committed_at)b::timestamptz[],
-        %(state)b::text[]
+        %(edge_keys)b::text[], %(superseded_edge_keys)b::text[], %(schema_version)b::text[],
+        %(extraction_fingerprint)b::text[], %(source_updated_at)b::timestamptz[],
+        %(committed_at)b::timestamptz[], %(state)b::text[]
     ) AS n(
         space, document_id, revision, operation_id, content_hash, document_version, node_ids,
-        edge_keys, superseded_edge_keys, committed_at, state
+        edge_keys, superseded_edge_keys, schema_version, extraction_fingerprint,
+        source_updated_at, committed_at, state
     )
 ), created AS (
     INSERT INTO document_states (
         space, document_id, revision, operation_id, content_hash, document_version, node_ids,
-        edge_keys, superseded_edge_keys, committed_at
+        edge_keys, superseded_edge_keys, schema_version, extraction_fingerprint,
+        source_updated_at, committed_at
     )
     SELECT space, document_id, revision, operation_id, content_hash, document_version,
-           node_ids::jsonb, edge_keys::jsonb, superseded_edge_keys::jsonb, committed_at
+           node_ids::jsonb, edge_keys::jsonb, superseded_edge_keys::jsonb, schema_version,
+           extraction_fingerprint, source_updated_at, committed_at
     FROM incoming
     WHERE revision = 1
     ON CONFLICT (space, document_id) DO NOTHING
@@ -143,6 +147,9 @@ WITH incoming AS (
         node_ids = n.node_ids::jsonb,
         edge_keys = n.edge_keys::jsonb,
         superseded_edge_keys = n.superseded_edge_keys::jsonb,
+        schema_version = n.schema_version,
+        extraction_fingerprint = n.extraction_fingerprint,
+        source_updated_at = n.source_updated_at,
         committed_at = n.committed_at
     FROM incoming AS n
     WHERE n.revision > 1
@@ -396,7 +403,8 @@ GET_PLAN_BYTES = "SELECT plan_bytes FROM operations WHERE operation_id = %s"
 
 GET_DOCUMENT_STATE = """
 SELECT d.space, d.document_id, d.revision, d.operation_id, d.content_hash, d.document_version,
-       d.node_ids, d.edge_keys, d.superseded_edge_keys, d.committed_at,
+       d.node_ids, d.edge_keys, d.superseded_edge_keys, d.schema_version,
+       d.extraction_fingerprint, d.source_updated_at, d.committed_at,
        COALESCE(
            (SELECT jsonb_agg(
                        jsonb_build_object('fact_id', f.fact_id, 'kind', f.kind,
@@ -431,9 +439,8 @@ ORDER BY space, document_id
 LIMIT %(limit)b
 """
 
-# The candidates (by ordinal) whose edge another document's state lists among its edge keys.
-# A sequential containment check per candidate: it only runs for superseded edges found in the
-# graph, which should be rare.
+# The candidates (by ordinal) whose edge another document's state lists among its edge keys
+# (a containment check per candidate, on the GIN index of migration 0004).
 CLAIMED_EDGES = """
 SELECT k.ord
 FROM unnest(%(space)b::text[], %(document_id)b::text[], %(edge)b::text[])
@@ -441,6 +448,18 @@ FROM unnest(%(space)b::text[], %(document_id)b::text[], %(edge)b::text[])
 WHERE EXISTS (
     SELECT 1 FROM document_states AS d
     WHERE d.edge_keys @> jsonb_build_array(k.edge::jsonb)
+      AND (d.space, d.document_id) <> (k.space, k.document_id)
+)
+"""
+
+# The candidates (by ordinal) whose node another document's state lists among its node ids.
+CLAIMED_NODES = """
+SELECT k.ord
+FROM unnest(%(space)b::text[], %(document_id)b::text[], %(node_id)b::text[])
+  WITH ORDINALITY AS k(space, document_id, node_id, ord)
+WHERE EXISTS (
+    SELECT 1 FROM document_states AS d
+    WHERE d.node_ids @> jsonb_build_array(k.node_id)
       AND (d.space, d.document_id) <> (k.space, k.document_id)
 )
 """
