@@ -100,9 +100,11 @@ def isolated_settings(
         update={
             "topics": base.topics.model_copy(
                 update={
+                    "requests": f"t.{tag}.requests",
                     "plans": f"t.{tag}.plans",
                     "operations": f"t.{tag}.operations",
                     "degradation": f"t.{tag}.degradation",
+                    "request_partitions": plan_partitions,
                     "plan_partitions": plan_partitions,
                     "operation_partitions": 3,
                     "retry_delays_s": retry_delays_s,
@@ -111,6 +113,9 @@ def isolated_settings(
             "postgres": base.postgres.model_copy(update={"schema_name": f"{schema_prefix}{tag}"}),
             "applier": base.applier.model_copy(
                 update={"group_id": f"t.{tag}.applier", "batch_linger_s": 0.02, **applier}
+            ),
+            "planner": base.planner.model_copy(
+                update={"group_id": f"t.{tag}.planner", "batch_linger_s": 0.02}
             ),
         }
     )

@@ -34,9 +34,11 @@ def settings(stack_settings: Settings) -> Iterator[Settings]:
     tag = uuid.uuid4().hex[:10]
     topics = stack_settings.topics.model_copy(
         update={
+            "requests": f"t.{tag}.requests",
             "plans": f"t.{tag}.plans",
             "operations": f"t.{tag}.operations",
             "degradation": f"t.{tag}.degradation",
+            "request_partitions": 2,
             "plan_partitions": 3,
             "operation_partitions": 2,
             "degradation_partitions": 2,
@@ -54,6 +56,7 @@ def test_ensure_topics_is_idempotent(settings: Settings) -> None:
     second = ensure_topics(settings)
 
     names = [
+        settings.topics.requests,
         settings.topics.plans,
         settings.topics.operations,
         f"{settings.topics.plans}.retry.1s",
@@ -66,7 +69,7 @@ def test_ensure_topics_is_idempotent(settings: Settings) -> None:
     assert [(r.name, r.created, r.warnings) for r in second] == [
         (name, False, ()) for name in names
     ]
-    assert [r.partitions for r in second] == [3, 2, 3, 3, 3, 3, 2]
+    assert [r.partitions for r in second] == [2, 3, 2, 3, 3, 3, 3, 2]
     assert all(r.replication_factor == settings.topics.replication_factor for r in second)
 
 
