@@ -99,5 +99,5 @@ def test_an_integer_the_wire_cannot_carry_is_refused_naming_the_document() -> No
     entity = extraction.entities[0].model_copy(update={"properties": {"big": 2**64}})
     poisoned = request(candidates=extraction.model_copy(update={"entities": (entity,)}))
 
-    with pytest.raises(RequestRefused, match="unit/doc-1: .*does not fit in 64 bits"):
+    with pytest.raises(RequestRefused, match=r"unit/doc-1: .*does not fit in 64 bits"):
         request_message(poisoned, TOPIC, max_bytes=100_000)
