@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 from graph_ingest.consumers.applier import Outcome, PlanApplier, Position
 from graph_ingest.consumers.batching import OffsetTracker, select_batch
-from graph_ingest.consumers.consumer import Partition, PlanConsumer
+from graph_ingest.consumers.consumer import Partition, PlanConsumer, decode_message
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.consumers.routing import Ladder
 from graph_ingest.domain.status import StatusCode
@@ -55,11 +55,13 @@ class ApplierWorker:
         self._applier = applier
         self._applying = applying or nullcontext()
         ladder = Ladder.of(settings)
-        self._consumer = PlanConsumer(
+        self._consumer: PlanConsumer[PlanMessage] = PlanConsumer(
             settings.kafka.consumer_config(settings.applier.group_id),
             list(topics or [ladder.plans_topic]),
             on_revoke=self._on_revoke,
-            max_plan_bytes=settings.applier.max_plan_bytes,
+            decode=functools.partial(
+                decode_message, max_plan_bytes=settings.applier.max_plan_bytes
+            ),
             tier_topics=ladder.tier_topics,
         )
         self._tracker = OffsetTracker()
