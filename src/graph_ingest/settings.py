@@ -346,6 +346,10 @@ class PlannerSettings(_Section):
         "readers of the plans topic back until then",
     )
     transactional_id_prefix: str = Field(default="graph-ingest-planner", min_length=1)
+    factory: str = Field(
+        default="graph_ingest.planning.planner:build_planner",
+        description="module:function that builds the planner from the settings",
+    )
 
     @property
     def transactional_id(self) -> str:
