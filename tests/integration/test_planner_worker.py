@@ -160,3 +160,37 @@ def test_a_transient_failure_past_the_budget_goes_to_the_dlq(
     assert entry.attempts >= 2
     assert wait_submission(pipeline, stuck).dlq_id == entry.dlq_id
     assert plans_on_topic(pipeline) == []
+
+
+def test_a_plan_above_the_size_limit_round_trips_through_the_claim_check_and_applies(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    pipeline = pipeline_factory()
+    settings = pipeline.settings.model_copy(
+        update={"topics": pipeline.settings.topics.model_copy(update={"max_message_bytes": 4096})}
+    )
+    pipeline.start_planner(build(settings), settings)
+    pipeline.start_applier(settings=settings)
+    # Given a request whose plan (300 nodes, 300 edges) is far larger than the topic takes
+    big, small = submit(pipeline, request("doc-big", content="BIG 300 Alice."), request("doc-s"))
+
+    # Then both apply, the big one's plan read from PostgreSQL
+    planned = wait_submission(pipeline, big)
+    assert planned.operation_id is not None
+    pipeline.wait_stage(planned.operation_id, Stage.COMPLETED)
+    small_op = wait_submission(pipeline, small).operation_id
+    assert small_op is not None
+    pipeline.wait_stage(small_op, Stage.COMPLETED)
+    stored = pipeline.store.get_plan_bytes(planned.operation_id)
+    assert stored is not None
+    plan = decode_plan(stored)
+    assert len(stored) > 4096 and len(plan.mutation.node_upserts) == 301
+    nodes, edges = pipeline.graph_elements()
+    assert len(nodes) >= 301 and len(edges) >= 300
+    # and on the topic it was a reference, the small one a plan
+    messages = {key: (value, headers) for key, value, headers in plans_on_topic(pipeline)}
+    value, headers = messages[b"unit/doc-big"]
+    assert headers[kafka_headers.CLAIM_CHECK] == b"v1" and len(value) < 4096
+    assert kafka_headers.CLAIM_CHECK not in messages[b"unit/doc-s"][1]
+    claims = pipeline.store.plan_claims([(plan.operation_id, plan.fingerprint)])
+    assert claims == {(plan.operation_id, plan.fingerprint): stored}

@@ -31,6 +31,7 @@ from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import MalformedHeader, translate_kafka_error
 from graph_ingest.kafka.headers import RetryHeaders, headers_of
+from graph_ingest.schemas.claim_check import parse_claim_reference
 from graph_ingest.schemas.codec import decode_plan
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,10 @@ def decode_message(message: Message, *, max_plan_bytes: int) -> PlanMessage:
         return PlanMessage(**position, error=error)
     try:
         position["retry"] = RetryHeaders.from_headers(headers)
+        if kafka_headers.header_value(headers, kafka_headers.CLAIM_CHECK) is not None:
+            # The plan is in PostgreSQL: consumers.claims resolves and verifies it.
+            claim = parse_claim_reference(value)
+            return PlanMessage(**{**position, "value": None}, claim=claim, claim_value=value)
         plan = decode_plan(value)
         plan.verify_fingerprint()
     except GraphIngestError as exc:
