@@ -119,9 +119,9 @@ def test_a_file_that_is_not_utf8_or_holds_nul_is_refused(tmp_path: Path) -> None
     nul = tmp_path / "nul.txt"
     nul.write_text("a\x00b")
 
-    with pytest.raises(RequestInputError, match="image.png: not UTF-8 text"):
+    with pytest.raises(RequestInputError, match=r"image\.png: not UTF-8 text"):
         read_requests(binary, DEFAULTS, stdin=NO_STDIN)
-    with pytest.raises(RequestInputError, match="nul.txt: invalid ingest request: content"):
+    with pytest.raises(RequestInputError, match=r"nul\.txt: invalid ingest request: content"):
         read_requests(nul, DEFAULTS, stdin=NO_STDIN)
 
 
