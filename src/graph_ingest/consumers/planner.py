@@ -85,6 +85,15 @@ class _Retrying:
     first_failure_at: datetime
 
 
+def planner_producer(settings: Settings) -> TransactionalProducer:
+    """The planner's transactional producer (transactional.id from ``settings.planner``)."""
+    return TransactionalProducer(
+        settings.kafka,
+        settings.planner.transactional_id,
+        timeout_s=settings.planner.transaction_timeout_s,
+    )
+
+
 class PlannerWorker:
     def __init__(
         self,
@@ -93,7 +102,9 @@ class PlannerWorker:
         store: OperationStore,
         *,
         clock: Clock = _utc_now,
+        producer: TransactionalProducer | None = None,
     ) -> None:
+        """``producer``: the transactional producer to publish with (crash tests halt one)."""
         self._settings = settings.planner
         self._topics = settings.topics
         self._planner = planner
@@ -106,11 +117,7 @@ class PlannerWorker:
             decode=decode_request_message,
             clock=lambda: self._clock().timestamp(),
         )
-        self._producer = TransactionalProducer(
-            settings.kafka,
-            settings.planner.transactional_id,
-            timeout_s=settings.planner.transaction_timeout_s,
-        )
+        self._producer = producer or planner_producer(settings)
         self._retrying: dict[tuple[str, int, int], _Retrying] = {}
         self._documents: dict[Partition, set[tuple[str, str]]] = {}
         self._failed_batches = 0
@@ -377,4 +384,4 @@ class PlannerWorker:
         }
 
 
-__all__ = ["Handled", "PlannerWorker"]
+__all__ = ["Handled", "PlannerWorker", "planner_producer"]
