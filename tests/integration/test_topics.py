@@ -101,13 +101,13 @@ def test_existing_operation_log_that_is_not_compacted_is_an_error_with_the_fix(
 def test_existing_topic_with_fewer_partitions_is_a_warning(settings: Settings) -> None:
     create_topics(settings, [TopicSpec(settings.topics.plans, partitions=1)])
 
-    reports = ensure_topics(settings)
+    reports = {report.name: report for report in ensure_topics(settings)}
 
-    plans = reports[0]
-    assert (plans.name, plans.created, plans.partitions) == (settings.topics.plans, False, 1)
+    plans = reports[settings.topics.plans]
+    assert (plans.created, plans.partitions) == (False, 1)
     assert len(plans.warnings) == 1
     assert "has 1 partitions, 3 configured" in plans.warnings[0]
-    assert reports[1].created
+    assert reports[settings.topics.operations].created
 
 
 def test_published_plans_are_keyed_by_document_with_headers(settings: Settings) -> None:
