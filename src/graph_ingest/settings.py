@@ -91,12 +91,17 @@ class KafkaSettings(_Section):
 
 
 class TopicSettings(_Section):
+    requests: str = Field(
+        default="ingest.requests",
+        description="ingest requests (IngestRequested) from producers, keyed space/documentId",
+    )
     plans: str = "ingestion.plans"
     operations: str = "ingestion.operations"
     degradation: str = Field(
         default="ingestion.degradation",
         description="degradation level changes of the applier workers, keyed by worker id",
     )
+    request_partitions: int = Field(default=6, ge=1)
     plan_partitions: int = Field(default=6, ge=1)
     operation_partitions: int = Field(default=6, ge=1)
     degradation_partitions: int = Field(default=1, ge=1)
@@ -105,6 +110,14 @@ class TopicSettings(_Section):
         default=3_600_000, description="segment roll time of the compacted operation log"
     )
     operations_min_compaction_lag_ms: int = 0
+    max_message_bytes: int = Field(
+        default=1_000_000,
+        ge=1024,
+        description="the largest message (key, value and headers) produced to the requests and "
+        "plans topics: a larger request is refused before it is sent, a larger plan goes through "
+        "the claim check (stored in PostgreSQL, the event carries a reference). Keep it at or "
+        "below the broker's message.max.bytes and librdkafka's (both about 1 MB by default)",
+    )
     retry_delays_s: tuple[float, ...] = Field(
         default=(1.0, 5.0, 30.0),
         description="the retry ladder: one tier topic per delay, in order, then the DLQ",
@@ -351,9 +364,10 @@ class LlmSettings(_Section):
 
 
 class PlannerSettings(_Section):
-    """Planning documents into plans (GRAPH_INGEST_PLANNER__*). Each of these shapes the plan a
-    document gets, so each is part of the extraction fingerprint: changing one re-plans
-    documents that would otherwise be unchanged."""
+    """`graph-ingest worker planner` (GRAPH_INGEST_PLANNER__*): ingest requests in, frozen plans
+    out, one Kafka transaction per batch. ``extractor``, ``min_confidence`` and
+    ``chunk_max_chars`` shape the plan a document gets, so they are part of the extraction
+    fingerprint: changing one re-plans documents that would otherwise be unchanged."""
 
     extractor: str = Field(
         default="rules",
@@ -369,6 +383,42 @@ class PlannerSettings(_Section):
     chunk_max_chars: int = Field(
         default=4000, ge=200, description="the longest chunk a document is split into"
     )
+    group_id: str = "graph-ingest-planner"
+    batch_max_requests: int = Field(default=50, ge=1)
+    batch_linger_s: float = Field(default=0.05, ge=0)
+    poll_timeout_s: float = Field(default=0.5, gt=0)
+    retry_initial_backoff_s: float = Field(default=0.5, gt=0)
+    retry_max_backoff_s: float = Field(default=30.0, gt=0)
+    retry_budget_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="how long a request failing with a transient error (the model endpoint down, "
+        "429) is retried before it goes to the DLQ",
+    )
+    transaction_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="how long one batch's Kafka transaction (or initialising transactions) may "
+        "take before it is aborted and the batch planned again",
+    )
+    worker_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}",
+        min_length=1,
+        description="names this worker in failure records; with transactional_id_prefix it is "
+        "the worker's Kafka transactional.id, so give each worker a stable one (a pod name): a "
+        "restarted worker with the same id aborts its predecessor's open transaction at once, "
+        "one with a new id leaves it to expire (transaction.timeout.ms), holding read_committed "
+        "readers of the plans topic back until then",
+    )
+    transactional_id_prefix: str = Field(default="graph-ingest-planner", min_length=1)
+    factory: str = Field(
+        default="graph_ingest.planning.planner:build_planner",
+        description="module:function that builds the planner from the settings",
+    )
+
+    @property
+    def transactional_id(self) -> str:
+        return f"{self.transactional_id_prefix}.{self.worker_id}"
 
 
 class Settings(BaseSettings):
@@ -382,11 +432,11 @@ class Settings(BaseSettings):
     neo4j: Neo4jSettings = Neo4jSettings()
     postgres: PostgresSettings = PostgresSettings()
     applier: ApplierSettings = ApplierSettings()
+    planner: PlannerSettings = PlannerSettings()
     relay: RelaySettings = RelaySettings()
     recovery: RecoverySettings = RecoverySettings()
     dlq: DlqSettings = DlqSettings()
     llm: LlmSettings = LlmSettings()
-    planner: PlannerSettings = PlannerSettings()
 
     @model_validator(mode="after")
     def clients_follow_stack_ports(self) -> Settings:

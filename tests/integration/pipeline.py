@@ -12,7 +12,7 @@ import psycopg
 from confluent_kafka import Consumer, Producer
 from neo4j import GraphDatabase
 
-from graph_ingest.consumers.wiring import postgres_store, run_applier
+from graph_ingest.consumers.wiring import postgres_store, run_applier, run_planner
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
@@ -22,6 +22,7 @@ from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.errors import GraphError
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.kafka.admin import delete_topics, ensure_topics, pipeline_topics
+from graph_ingest.planning.request_planner import RequestPlanner
 from graph_ingest.producers.plan_publisher import PlanPublisher
 from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.schemas.codec import decode_operation
@@ -98,9 +99,11 @@ def isolated_settings(
         update={
             "topics": base.topics.model_copy(
                 update={
+                    "requests": f"t.{tag}.requests",
                     "plans": f"t.{tag}.plans",
                     "operations": f"t.{tag}.operations",
                     "degradation": f"t.{tag}.degradation",
+                    "request_partitions": plan_partitions,
                     "plan_partitions": plan_partitions,
                     "operation_partitions": 3,
                     "retry_delays_s": retry_delays_s,
@@ -109,6 +112,9 @@ def isolated_settings(
             "postgres": base.postgres.model_copy(update={"schema_name": f"{schema_prefix}{tag}"}),
             "applier": base.applier.model_copy(
                 update={"group_id": f"t.{tag}.applier", "batch_linger_s": 0.02, **applier}
+            ),
+            "planner": base.planner.model_copy(
+                update={"group_id": f"t.{tag}.planner", "batch_linger_s": 0.02}
             ),
         }
     )
@@ -183,6 +189,17 @@ class Pipeline:
         thread.start()
         self._threads.append(thread)
         return thread
+
+    def start_planner(self, planner: RequestPlanner, settings: Settings | None = None) -> None:
+        """A planner worker thread with ``planner`` (``settings``: e.g. another worker id)."""
+        thread = threading.Thread(
+            target=run_planner,
+            args=(settings or self.settings, self._stop, planner),
+            name="planner",
+            daemon=True,
+        )
+        thread.start()
+        self._threads.append(thread)
 
     def start_relay(self) -> None:
         self._relay = OutboxRelay(self.settings)

@@ -34,9 +34,11 @@ def settings(stack_settings: Settings) -> Iterator[Settings]:
     tag = uuid.uuid4().hex[:10]
     topics = stack_settings.topics.model_copy(
         update={
+            "requests": f"t.{tag}.requests",
             "plans": f"t.{tag}.plans",
             "operations": f"t.{tag}.operations",
             "degradation": f"t.{tag}.degradation",
+            "request_partitions": 2,
             "plan_partitions": 3,
             "operation_partitions": 2,
             "degradation_partitions": 2,
@@ -54,6 +56,7 @@ def test_ensure_topics_is_idempotent(settings: Settings) -> None:
     second = ensure_topics(settings)
 
     names = [
+        settings.topics.requests,
         settings.topics.plans,
         settings.topics.operations,
         f"{settings.topics.plans}.retry.1s",
@@ -66,7 +69,7 @@ def test_ensure_topics_is_idempotent(settings: Settings) -> None:
     assert [(r.name, r.created, r.warnings) for r in second] == [
         (name, False, ()) for name in names
     ]
-    assert [r.partitions for r in second] == [3, 2, 3, 3, 3, 3, 2]
+    assert [r.partitions for r in second] == [2, 3, 2, 3, 3, 3, 3, 2]
     assert all(r.replication_factor == settings.topics.replication_factor for r in second)
 
 
@@ -98,13 +101,13 @@ def test_existing_operation_log_that_is_not_compacted_is_an_error_with_the_fix(
 def test_existing_topic_with_fewer_partitions_is_a_warning(settings: Settings) -> None:
     create_topics(settings, [TopicSpec(settings.topics.plans, partitions=1)])
 
-    reports = ensure_topics(settings)
+    reports = {report.name: report for report in ensure_topics(settings)}
 
-    plans = reports[0]
-    assert (plans.name, plans.created, plans.partitions) == (settings.topics.plans, False, 1)
+    plans = reports[settings.topics.plans]
+    assert (plans.created, plans.partitions) == (False, 1)
     assert len(plans.warnings) == 1
     assert "has 1 partitions, 3 configured" in plans.warnings[0]
-    assert reports[1].created
+    assert reports[settings.topics.operations].created
 
 
 def test_published_plans_are_keyed_by_document_with_headers(settings: Settings) -> None:

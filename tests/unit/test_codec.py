@@ -30,6 +30,7 @@ from graph_ingest.domain.state import (
 )
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import ConfigurationError, GraphIngestError
+from graph_ingest.planning.request import IngestRequest
 from graph_ingest.resilience.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.schemas import codec, registry
 from graph_ingest.schemas.codec import (
@@ -51,6 +52,7 @@ from graph_ingest.schemas.registry import (
     BUNDLED,
     DEGRADATION_EVENT,
     DLQ_ENVELOPE,
+    INGEST_REQUEST,
     OPERATION,
     PLAN,
     SchemaCatalogue,
@@ -809,6 +811,7 @@ def test_bundled_catalogue_knows_every_subject() -> None:
         (OPERATION, 1, "io.graphingest.Operation"),
         (DLQ_ENVELOPE, 1, "io.graphingest.DlqEnvelope"),
         (DEGRADATION_EVENT, 1, "io.graphingest.DegradationEvent"),
+        (INGEST_REQUEST, 1, "io.graphingest.IngestRequested"),
     }
 
 
@@ -886,6 +889,7 @@ def _assert_mirrors(record: dict[str, Any], model: type[BaseModel]) -> None:
         (OPERATION, Operation),
         (DLQ_ENVELOPE, DlqEnvelope),
         (DEGRADATION_EVENT, DegradationEvent),
+        (INGEST_REQUEST, IngestRequest),
     ],
 )
 def test_schema_mirrors_the_domain_model_field_by_field(

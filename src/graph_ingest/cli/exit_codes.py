@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     NOT_FOUND = 3
     UNAVAILABLE = 4
     INVALID_INPUT = 5
+    NOT_COMPLETED = 6  # `submit --wait`: a request did not reach COMPLETED
     INTERRUPTED = 130  # SIGINT/SIGTERM ended the run early; running it again goes on
 
 

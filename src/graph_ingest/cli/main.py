@@ -28,6 +28,7 @@ def _register() -> None:
     from graph_ingest.cli.reconcile import reconcile
     from graph_ingest.cli.recovery import recover, resume
     from graph_ingest.cli.stack import stack
+    from graph_ingest.cli.submit import retract, submit
     from graph_ingest.cli.worker import worker
 
     for command in (
@@ -35,6 +36,8 @@ def _register() -> None:
         topics,
         db,
         worker,
+        submit,
+        retract,
         publish_plan,
         status,
         resume,

@@ -9,7 +9,7 @@ from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
-from graph_ingest.store.base import FailureAttempt
+from graph_ingest.store.base import FailureAttempt, Submission
 
 
 @click.command("publish-plan")
@@ -46,6 +46,9 @@ def status(operation_id: str, as_json: bool) -> None:
     """Show where operation OPERATION_ID is: stage, attempts, timestamps, last error, and every
     failure routed to a retry tier or the DLQ (error id, trace id, where, retry advice).
 
+    OPERATION_ID may also be the submission id `graph-ingest submit` printed: the operation its
+    request was planned as is shown, or the planning DLQ entry it went to.
+
     Exit code 3 when the operation is unknown.
 
     \b
@@ -57,11 +60,19 @@ def status(operation_id: str, as_json: bool) -> None:
     store = postgres_store(load_settings())
     store.start()
     try:
+        submission = None
         operation = store.get_operation(operation_id)
+        if operation is None:
+            submission = store.get_submission(operation_id)
+            if submission is not None and submission.operation_id is not None:
+                operation = store.get_operation(submission.operation_id)
         with store.unit_of_work() as uow:
-            failures = uow.failure_history(operation_id)
+            failures = uow.failure_history(operation.operation_id) if operation else []
     finally:
         store.close()
+    if operation is None and submission is not None:
+        _describe_unapplied(submission, as_json)
+        return
     if operation is None:
         click.echo(f"operation {operation_id} not found", err=True)
         raise SystemExit(ExitCode.NOT_FOUND)
@@ -70,9 +81,43 @@ def status(operation_id: str, as_json: bool) -> None:
             **operation.model_dump(mode="json"),
             "failures": [_failure_json(f) for f in failures],
         }
+        if submission is not None:
+            document["submission_id"] = submission.submission_id
         click.echo(json.dumps(document, indent=2))
     else:
-        click.echo("\n".join([_describe(operation), *_describe_failures(failures)]))
+        lines = [_describe(operation), *_describe_failures(failures)]
+        if submission is not None:
+            lines.insert(0, f"submission  {submission.submission_id}")
+        click.echo("\n".join(lines))
+
+
+def _describe_unapplied(submission: Submission, as_json: bool) -> None:
+    """A submission whose request went to the DLQ, or whose plan no applier has taken yet."""
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "submission_id": submission.submission_id,
+                    "space": submission.space,
+                    "document_id": submission.document_id,
+                    "operation_id": submission.operation_id,
+                    "dlq_id": submission.dlq_id,
+                    "trace_id": submission.trace_id,
+                },
+                indent=2,
+            )
+        )
+        return
+    where = (
+        f"not planned: DLQ entry {submission.dlq_id} (graph-ingest dlq show {submission.dlq_id})"
+        if submission.dlq_id
+        else f"planned as {submission.operation_id}, not applied yet"
+    )
+    click.echo(
+        f"submission  {submission.submission_id}\n"
+        f"document    {submission.space}/{submission.document_id}\n"
+        f"{where}"
+    )
 
 
 def _failure_json(failure: FailureAttempt) -> dict[str, object]:

@@ -38,6 +38,38 @@ def applier(relay: bool) -> None:
     run_applier(load_settings(), stop_on_signals(), relay=relay)
 
 
+@worker.command("planner")
+@click.option(
+    "--planner",
+    "factory",
+    metavar="MODULE:FUNCTION",
+    help="The function that builds the planner from the settings (default: "
+    "GRAPH_INGEST_PLANNER__FACTORY, graph_ingest.planning.planner:build_planner).",
+)
+@reports_errors
+def planner(factory: str | None) -> None:
+    """Plan ingest requests (topic ingest.requests) into frozen plans (ingestion.plans).
+
+    Each batch's plans, planning DLQ entries and request offsets are committed in one Kafka
+    transaction (transactional.id <PLANNER__TRANSACTIONAL_ID_PREFIX>.<PLANNER__WORKER_ID>): a
+    crash never publishes two plans for one request. Transient planning failures are retried
+    with backoff for PLANNER__RETRY_BUDGET_S, holding only that request's partition; permanent
+    ones become planning DLQ entries (graph-ingest dlq list). Run several (same
+    GRAPH_INGEST_PLANNER__GROUP_ID, each its own stable PLANNER__WORKER_ID) to share the
+    partitions.
+
+    \b
+    Example:
+      GRAPH_INGEST_PLANNER__WORKER_ID=planner-0 graph-ingest worker planner
+    """
+    from graph_ingest.consumers.wiring import run_planner
+    from graph_ingest.planning.request_planner import load_planner_factory
+
+    settings = load_settings()
+    build = load_planner_factory(factory or settings.planner.factory)
+    run_planner(settings, stop_on_signals(), build(settings))
+
+
 @worker.command("relay")
 @reports_errors
 def relay() -> None:

@@ -22,7 +22,7 @@ propagate so the caller retries the batch in place. Every step is idempotent on 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -152,6 +152,10 @@ class PlanApplier:
     def probe(self, dependency: str) -> None:
         """Raise unless ``dependency`` answers a trivial transaction."""
         self._probes[dependency]()
+
+    def plan_claims(self, keys: Sequence[tuple[str, str]]) -> Mapping[tuple[str, str], bytes]:
+        """The claim-checked plans of these (operation id, fingerprint) that are stored."""
+        return self._store.plan_claims(keys)
 
     def apply(
         self, messages: Sequence[PlanMessage], *, in_place_exhausted: bool = False

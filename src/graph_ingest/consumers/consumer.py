@@ -1,5 +1,6 @@
-"""The applier's Kafka consumer: one consume-and-decode path, the partitions it owns, the pause it
-wants, and driver errors translated once.
+"""The workers' Kafka consumer: one consume-and-decode path, the partitions it owns, the pause it
+wants, and driver errors translated once. The applier decodes plan messages with it
+(:func:`decode_message`), the planner ingest requests (``consumers.requests``).
 
 Pause is the worker's own wish (``pause_all`` / ``resume_all``), re-applied to every partition
 assigned while it holds: librdkafka keeps an application pause across a reassignment, and a
@@ -7,10 +8,12 @@ partition assigned during an in-place retry would otherwise flow unpaused into m
 Messages of a partition revoked during the very ``consume`` call that returned them are dropped
 (the next owner gets them), so nothing is tracked for a partition this worker no longer owns.
 
-A retry-tier partition whose head message is not due yet is *held*: paused and rewound to that
-head, resumed once it is due (each ``consume`` checks), while every other partition flows. The
-hold is the consumer's own and ends with the partition's revocation: a new owner reads the head
-and holds it again, so nothing is applied early and no partition is left paused.
+A partition can be *held* at an offset until a time (:meth:`PlanConsumer.hold`): a retry-tier
+partition whose head message is not due yet, a request partition whose head waits for a retry of
+its planning. A held partition is paused and rewound to that offset, and resumed once it is due
+(each ``consume`` checks), while every other partition flows. The hold is the consumer's own and
+ends with the partition's revocation: a new owner reads the head and holds it again, so nothing
+is applied early and no partition is left paused.
 """
 
 from __future__ import annotations
@@ -18,16 +21,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.messages import MessageHeaders, PlanMessage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import MalformedHeader, translate_kafka_error
-from graph_ingest.kafka.headers import Headers, RetryHeaders, headers_of
+from graph_ingest.kafka.headers import RetryHeaders, headers_of
+from graph_ingest.schemas.claim_check import parse_claim_reference
 from graph_ingest.schemas.codec import decode_plan
 
 log = logging.getLogger(__name__)
@@ -38,12 +42,26 @@ TIER_LATENESS = "tier_lateness_s"
 RevokeHandler = Callable[[set[Partition]], None]
 
 
+class Consumed(Protocol):
+    """What the consumer needs of a decoded message: where it came from."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+M = TypeVar("M", bound=Consumed)
+
 # A message's retry headers as read once: None when it is no retry copy, the error when they are
-# malformed (decoding then makes the message poison).
+# malformed (decoding a plan then makes the message poison).
 RetryRead = RetryHeaders | MalformedHeader | None
+# Turns a consumed message (its headers and retry headers already read) into what a worker needs.
+Decoder = Callable[[Message, MessageHeaders, RetryRead], M]
 
 
-def read_retry(headers: Headers) -> RetryRead:
+def read_retry(headers: MessageHeaders) -> RetryRead:
     try:
         return RetryHeaders.from_headers(headers)
     except MalformedHeader as exc:
@@ -51,7 +69,7 @@ def read_retry(headers: Headers) -> RetryRead:
 
 
 def decode_message(
-    message: Message, *, max_plan_bytes: int, headers: Headers, retry: RetryRead
+    message: Message, headers: MessageHeaders, retry: RetryRead, *, max_plan_bytes: int
 ) -> PlanMessage:
     """Decode and verify one plan message (its headers and retry headers already read); any
     failure is kept on the message, never raised.
@@ -85,6 +103,10 @@ def decode_message(
         return PlanMessage(**position, error=retry)
     position["retry"] = retry
     try:
+        if kafka_headers.header_value(headers, kafka_headers.CLAIM_CHECK) is not None:
+            # The plan is in PostgreSQL: consumers.claims resolves and verifies it.
+            claim = parse_claim_reference(value)
+            return PlanMessage(**{**position, "value": None}, claim=claim, claim_value=value)
         plan = decode_plan(value)
         plan.verify_fingerprint()
     except GraphIngestError as exc:
@@ -99,8 +121,10 @@ def decode_message(
     return PlanMessage(**position, plan=plan)
 
 
-class PlanConsumer:
-    """A subscribed consumer of plan topics. Constructing it touches nothing; ``start`` joins."""
+class PlanConsumer(Generic[M]):
+    """A subscribed consumer of ``topics`` whose messages ``decode`` turns into ``M`` (it must not
+    raise: a message that does not decode is poison, kept on the ``M`` it returns). Constructing
+    it touches nothing; ``start`` joins."""
 
     def __init__(
         self,
@@ -108,14 +132,14 @@ class PlanConsumer:
         topics: Sequence[str],
         *,
         on_revoke: RevokeHandler,
-        max_plan_bytes: int,
+        decode: Decoder[M],
         tier_topics: Collection[str] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._config = dict(config)
         self._topics = list(topics)
         self._on_revoke = on_revoke
-        self._max_plan_bytes = max_plan_bytes
+        self._decode = decode
         self._tier_topics = frozenset(tier_topics)
         self._clock = clock  # wall clock: due times travel between machines in headers
         self._consumer: Consumer | None = None
@@ -147,7 +171,7 @@ class PlanConsumer:
 
     # -- what it owns ----------------------------------------------------------------------
 
-    def owns(self, message: PlanMessage) -> bool:
+    def owns(self, message: Consumed) -> bool:
         return (message.topic, message.partition) in self._owned
 
     @property
@@ -156,9 +180,7 @@ class PlanConsumer:
 
     # -- consuming -------------------------------------------------------------------------
 
-    def consume(
-        self, max_messages: int, timeout_s: float, linger_s: float = 0.0
-    ) -> list[PlanMessage]:
+    def consume(self, max_messages: int, timeout_s: float, linger_s: float = 0.0) -> list[M]:
         """Up to ``max_messages`` decoded messages: wait ``timeout_s`` for the first, then up to
         ``linger_s`` more for the rest. Rebalance callbacks run inside this call."""
         consumer = self._require()
@@ -177,12 +199,11 @@ class PlanConsumer:
             if not more:
                 break
             raw.extend(more)
-        return [
-            decode_message(m, max_plan_bytes=self._max_plan_bytes, headers=headers, retry=retry)
-            for m, headers, retry in self._usable(raw)
-        ]
+        return [self._decode(*usable) for usable in self._usable(raw)]
 
-    def _usable(self, raw: Iterable[Message]) -> Iterable[tuple[Message, Headers, RetryRead]]:
+    def _usable(
+        self, raw: Iterable[Message]
+    ) -> Iterable[tuple[Message, MessageHeaders, RetryRead]]:
         """The messages to decode, each with its headers and retry headers read once."""
         for message in raw:
             error = message.error()
@@ -202,7 +223,7 @@ class PlanConsumer:
                 due_at = retry.due_at.timestamp()
                 now = self._clock()
                 if due_at > now:
-                    self._hold(partition, message.offset() or 0, due_at)
+                    self.hold(partition, message.offset() or 0, due_at)
                     continue
                 log.debug(
                     "%s[%d]@%d delivered %.3fs after it was due",
@@ -213,11 +234,11 @@ class PlanConsumer:
                 )
             yield message, headers, retry
 
-    # -- retry tiers: a partition waits for its head to be due ----------------------------
+    # -- holds: a partition waits for its head to be due -----------------------------------
 
-    def _hold(self, partition: Partition, offset: int, due_at: float) -> None:
-        """Pause a tier partition until its head message is due, and rewind to that head (what
-        was fetched after it is fetched again). Other partitions keep flowing."""
+    def hold(self, partition: Partition, offset: int, due_at: float) -> None:
+        """Pause ``partition`` until ``due_at`` (epoch seconds), rewound to ``offset`` (what was
+        fetched from there on is fetched again once it is due). Other partitions keep flowing."""
         consumer = self._require()
         consumer.pause([TopicPartition(*partition)])
         consumer.seek(TopicPartition(partition[0], partition[1], offset))
@@ -262,6 +283,18 @@ class PlanConsumer:
             consumer.resume(listed)
 
     # -- offsets ---------------------------------------------------------------------------
+
+    def group_metadata(self) -> object:
+        """The consumer group metadata a transactional producer commits offsets with."""
+        return self._require().consumer_group_metadata()
+
+    def rewind(self, offsets: Mapping[Partition, int]) -> None:
+        """Fetch the owned partitions of ``offsets`` again from those offsets (what was consumed
+        from there on was not committed: an aborted transaction)."""
+        consumer = self._require()
+        for (topic, part), offset in offsets.items():
+            if (topic, part) in self._owned:
+                consumer.seek(TopicPartition(topic, part, offset))
 
     def commit(self, offsets: Mapping[Partition, int]) -> dict[Partition, int]:
         """Commit the offsets of partitions still owned; return what was committed ({} when a

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka.headers import RetryHeaders
+from graph_ingest.schemas.claim_check import ClaimReference
 
 MessageHeaders = tuple[tuple[str, bytes | None], ...]
 
@@ -24,6 +25,15 @@ class PlanMessage:
     headers: MessageHeaders = ()
     retry: RetryHeaders | None = None
     """What a retry-tier copy says about its journey; None on the main topic."""
+    claim: ClaimReference | None = None
+    """The claim-check reference the message carried instead of the plan; ``value`` is the
+    stored plan once resolved (``consumers.claims``), ``claim_value`` the message's own value."""
+    claim_value: bytes | None = None
+
+    @property
+    def wire_value(self) -> bytes | None:
+        """The value as it was on the topic: what a retry-tier or DLQ copy carries."""
+        return self.claim_value if self.claim is not None else self.value
 
     @property
     def position(self) -> tuple[str, int, int]:

@@ -167,13 +167,13 @@ class FailureRouter:
             error_message=detail.message,
             trace_id=detail.trace_id,
         )
-        assert message.value is not None  # only a decoded plan can be retried
+        assert message.wire_value is not None  # only a decoded plan can be retried
         uow.enqueue(
             [
                 OutboxMessage(
                     topic=topic,
                     key=message.key,
-                    value=message.value,
+                    value=message.wire_value,
                     headers=_text_headers(with_retry_headers(message.headers, retry)),
                     operation_id=attempt.operation_id,
                 )
@@ -236,7 +236,7 @@ class FailureRouter:
         envelope = _envelope(
             origin,
             message.key,
-            message.value,
+            message.wire_value,
             message.headers,
             history,
             operation_id=plan.operation_id if plan else None,

@@ -19,7 +19,8 @@ from contextlib import AbstractContextManager, nullcontext
 
 from graph_ingest.consumers.applier import Outcome, PlanApplier, Position
 from graph_ingest.consumers.batching import OffsetTracker, select_batch
-from graph_ingest.consumers.consumer import Partition, PlanConsumer
+from graph_ingest.consumers.claims import resolve_claims
+from graph_ingest.consumers.consumer import Partition, PlanConsumer, decode_message
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.consumers.routing import Ladder
 from graph_ingest.domain.status import StatusCode
@@ -55,11 +56,13 @@ class ApplierWorker:
         self._applier = applier
         self._applying = applying or nullcontext()
         ladder = Ladder.of(settings)
-        self._consumer = PlanConsumer(
+        self._consumer: PlanConsumer[PlanMessage] = PlanConsumer(
             settings.kafka.consumer_config(settings.applier.group_id),
             list(topics or [ladder.plans_topic]),
             on_revoke=self._on_revoke,
-            max_plan_bytes=settings.applier.max_plan_bytes,
+            decode=functools.partial(
+                decode_message, max_plan_bytes=settings.applier.max_plan_bytes
+            ),
             tier_topics=ladder.tier_topics,
         )
         self._tracker = OffsetTracker()
@@ -113,9 +116,35 @@ class ApplierWorker:
         due_in = self._consumer.next_due_in()  # wake up for a retry when it is due
         if due_in is not None:
             timeout_s = min(timeout_s, max(due_in, 0.001))
-        polled = self._consumer.consume(want, timeout_s, linger_s)
+        polled = self._with_claims(self._consumer.consume(want, timeout_s, linger_s))
         self._tracker.consumed(polled)
         self._pending.extend(polled)
+
+    def _with_claims(self, polled: list[PlanMessage]) -> list[PlanMessage]:
+        """Claim-check messages with their stored plans. If PostgreSQL cannot be asked now, each
+        partition with such a message is fetched again from the first one (nothing after it is
+        kept: order per partition), and the rest of the poll goes on."""
+        try:
+            return resolve_claims(polled, self._applier.plan_claims)
+        except Exception as exc:
+            if scope_of(classify(exc)) is not FailureScope.DEPENDENCY:
+                raise
+            firsts: dict[Partition, int] = {}
+            for message in polled:
+                if message.claim is not None:
+                    firsts.setdefault((message.topic, message.partition), message.offset)
+            log.warning(
+                "claim-checked plans cannot be read (%s: %s): fetching %s again",
+                type(exc).__name__,
+                exc,
+                sorted(firsts),
+            )
+            self._consumer.rewind(firsts)
+            return [
+                m
+                for m in polled
+                if (m.topic, m.partition) not in firsts or m.offset < firsts[(m.topic, m.partition)]
+            ]
 
     # -- applying --------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""Builds an applier worker from settings: the store, the graph writer, the Kafka loop and the
-outbox relay beside it."""
+"""Builds the workers from settings: an applier (the store, the graph writer, the Kafka loops and
+the outbox relay beside it) and a planner (the store, the planner, the transactional loop)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from graph_ingest.consumers.applier import PlanApplier
+from graph_ingest.consumers.planner import PlannerWorker
 from graph_ingest.consumers.routing import Ladder
 from graph_ingest.consumers.runtime import ApplierWorker
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.kafka.degradation import DegradationPublisher
+from graph_ingest.planning.request_planner import RequestPlanner
 from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
@@ -155,3 +157,19 @@ def build_applier(settings: Settings, store: OperationStore, graph: GraphWriter)
     return PlanApplier(
         store, graph, ladder=Ladder.of(settings), worker_id=settings.applier.worker_id
     )
+
+
+def run_planner(
+    settings: Settings,
+    stop: threading.Event,
+    planner: RequestPlanner,
+    *,
+    store: OperationStore | None = None,
+) -> None:
+    """Run one planner worker until ``stop`` is set."""
+    store = store or postgres_store(settings)
+    store.start()
+    try:
+        PlannerWorker(settings, planner, store).run(stop)
+    finally:
+        store.close()

@@ -61,7 +61,8 @@ class TopicReport:
 
 
 def topic_specs(topics: TopicSettings) -> list[TopicSpec]:
-    """The pipeline's topics as configured: plans (key = space/documentId), the compacted
+    """The pipeline's topics as configured: ingest requests and plans (both key =
+    space/documentId, refusing messages past ``max_message_bytes``), the compacted
     operation log (key = operationId), the retry tiers and the dead-letter queue (keyed like the
     plans, with as many partitions, so a document's copies stay on one partition; the DLQ keeps
     its messages until they are purged on purpose), and the workers' degradation events (key =
@@ -71,6 +72,12 @@ def topic_specs(topics: TopicSettings) -> list[TopicSpec]:
         topics.dlq,
     ]
     return [
+        TopicSpec(
+            name=topics.requests,
+            partitions=topics.request_partitions,
+            replication_factor=topics.replication_factor,
+            config={"max.message.bytes": str(topics.max_message_bytes)},
+        ),
         TopicSpec(
             name=topics.plans,
             partitions=topics.plan_partitions,

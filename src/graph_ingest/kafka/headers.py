@@ -37,8 +37,14 @@ DLQ_REPLAY = "dlq_replay"
 # On a DLQ-topic message: the entry it is the newest envelope of, and its status.
 DLQ_ID = "dlq_id"
 DLQ_STATUS = "dlq_status"
-# W3C Trace Context, as the producer of a plan may send it.
+# W3C Trace Context, as the producer of a request or a plan may send it.
 TRACEPARENT = "traceparent"
+# On an ingest request, and on the plan (or planning DLQ entry) made of it: the id `submit`
+# returned, by which `status` and `submit --wait` find what became of the request.
+SUBMISSION_ID = "submission_id"
+# On a plan message whose value is a claim-check reference, not the plan (the plan was too large
+# for the topic and is stored in PostgreSQL): the reference format, "v1".
+CLAIM_CHECK = "claim_check"
 # The copy of a failed plan on a retry tier.
 RETRY_ATTEMPT = "retry_attempt"
 RETRY_DUE_AT = "retry_due_at"
@@ -168,6 +174,7 @@ def with_retry_headers(headers: Headers, retry: RetryHeaders) -> list[tuple[str,
 
 
 __all__ = [
+    "CLAIM_CHECK",
     "CONTENT_TYPE",
     "DLQ_ID",
     "DLQ_REPLAY",
@@ -187,6 +194,7 @@ __all__ = [
     "RETRY_HEADERS",
     "SEQUENCE",
     "STAGE",
+    "SUBMISSION_ID",
     "TRACEPARENT",
     "TRACE_ID",
     "Headers",

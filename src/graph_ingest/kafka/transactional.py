@@ -7,6 +7,11 @@ open under that id and fences every older client using it. A fenced client's lat
 commits are rejected, and what it wrote in its open transaction stays invisible to
 ``read_committed`` consumers, so everything an earlier holder committed comes before anything
 the new holder writes.
+
+A consumer that transforms what it reads (the planner: requests in, plans out) passes the offsets
+it has processed with the consumer's group metadata: they are committed in the same transaction
+as the messages (``send_offsets_to_transaction``), so both or neither take effect, and the group
+coordinator fences a zombie member's commit (KIP-447).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.errors import KafkaIngestError
@@ -82,16 +87,23 @@ class TransactionalProducer:
             ) from exc
         self._client = client
 
-    def produce_transaction(self, messages: Sequence[ProducerMessage]) -> None:
+    def produce_transaction(
+        self,
+        messages: Sequence[ProducerMessage],
+        *,
+        offsets: Sequence[TopicPartition] = (),
+        group_metadata: object = None,
+    ) -> None:
         """Produce every message in order in one transaction and commit it; return only once it
-        is committed.
+        is committed. ``offsets`` (the next offset to read of each partition, with the
+        ``group_metadata`` of the consumer that read them) are committed in the transaction.
 
         On failure the transaction is aborted and the :class:`KafkaIngestError` raised says in
         ``delivered`` how many leading messages the broker had accepted (aborted with the rest).
         When it is ``fatal`` (fenced, say) the client is gone and :meth:`take_over` must run
         again before the next transaction.
         """
-        if not messages:
+        if not messages and not offsets:
             return
         client = self._require()
         deadline = time.monotonic() + self._timeout_s
@@ -99,10 +111,19 @@ class TransactionalProducer:
         try:
             client.begin_transaction()
             produce_in_order(client, messages, deliveries, deadline)
-            # Flushes first: every delivery report of the batch is served before it returns.
-            client.commit_transaction(max(0.0, deadline - time.monotonic()))
+            if offsets:
+                client.send_offsets_to_transaction(
+                    list(offsets), group_metadata, max(0.0, deadline - time.monotonic())
+                )
+            self._commit(client, deadline)
         except (KafkaException, KafkaIngestError) as exc:
             raise self._abort(client, messages, deliveries, exc) from exc
+
+    def _commit(self, client: Producer, deadline: float) -> None:
+        """Commit the open transaction. It flushes first: every delivery report of the batch is
+        served before it returns. (The crash tests halt a worker here, its messages written and
+        the transaction still open: tests/crash/planner_process.py.)"""
+        client.commit_transaction(max(0.0, deadline - time.monotonic()))
 
     def _abort(
         self,

@@ -20,6 +20,11 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import KafkaProducer
+from graph_ingest.schemas.claim_check import (
+    CLAIM_CHECK_CONTENT_TYPE,
+    CLAIM_CHECK_VERSION,
+    ClaimReference,
+)
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import OutboxMessage
@@ -47,11 +52,14 @@ def plan_message(
     *,
     value: bytes | None = None,
     headers: Mapping[str, str] | None = None,
+    claim: ClaimReference | None = None,
 ) -> OutboxMessage:
     """The Kafka message of a plan (also usable as an outbox row): verified, encoded, keyed.
 
     ``value`` may pass already-encoded bytes of this plan (e.g. the stored frozen plan) to avoid
-    re-encoding. ``headers`` are added to the plan's own (which they cannot replace).
+    re-encoding. ``headers`` are added to the plan's own (which they cannot replace). ``claim``:
+    the plan is stored in PostgreSQL (``schemas.claim_check``); the message carries this
+    reference instead of the plan.
     """
     try:
         plan.verify_fingerprint()
@@ -59,16 +67,24 @@ def plan_message(
         raise PlanPublishError(
             f"refusing to publish plan {plan.operation_id}: {exc}", code=exc.code
         ) from exc
+    own = {
+        kafka_headers.OPERATION_ID: plan.operation_id,
+        kafka_headers.FINGERPRINT: plan.fingerprint,
+        kafka_headers.CONTENT_TYPE: PLAN_CONTENT_TYPE,
+    }
+    if claim is not None:
+        if claim.key != (plan.operation_id, plan.fingerprint):
+            raise PlanPublishError(
+                f"claim check {claim.key} does not name plan {plan.operation_id}"
+            )
+        value = claim.encode()
+        own[kafka_headers.CONTENT_TYPE] = CLAIM_CHECK_CONTENT_TYPE
+        own[kafka_headers.CLAIM_CHECK] = CLAIM_CHECK_VERSION
     return OutboxMessage(
         topic=topic,
         key=plan.key.encode("utf-8"),
         value=encode_plan(plan) if value is None else value,
-        headers={
-            **(headers or {}),
-            kafka_headers.OPERATION_ID: plan.operation_id,
-            kafka_headers.FINGERPRINT: plan.fingerprint,
-            kafka_headers.CONTENT_TYPE: PLAN_CONTENT_TYPE,
-        },
+        headers={**(headers or {}), **own},
         operation_id=plan.operation_id,
     )
 

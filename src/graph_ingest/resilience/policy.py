@@ -206,6 +206,24 @@ def retry_advice(decision: Route, tier_delays_s: Sequence[float]) -> RetryAdvice
     )
 
 
+# -- the planner ---------------------------------------------------------------------------------
+
+
+class PlanningAction(StrEnum):
+    RETRY = "RETRY"
+    DLQ = "DLQ"
+
+
+def planning_action(code: StatusCode, *, failing_for_s: float, budget_s: float) -> PlanningAction:
+    """A request the planner could not plan: a transient failure (the extractor's endpoint down
+    or throttling, a dependency's timeout; every scope but PLAN) is retried until it has been
+    failing for ``budget_s``; a PLAN code (invalid document, schema violation, ambiguity) goes
+    to the DLQ at once — planning the same request again would fail the same way."""
+    if scope_of(code) is FailureScope.PLAN or failing_for_s >= budget_s:
+        return PlanningAction.DLQ
+    return PlanningAction.RETRY
+
+
 __all__ = [
     "MAIN",
     "REPLAY",
@@ -214,12 +232,14 @@ __all__ = [
     "FailureScope",
     "Location",
     "LonePlanAction",
+    "PlanningAction",
     "Route",
     "RouteKind",
     "Source",
     "batch_action",
     "counts_towards_split",
     "lone_plan_action",
+    "planning_action",
     "retry_advice",
     "route",
     "scope_of",

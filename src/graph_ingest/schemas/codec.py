@@ -1,5 +1,6 @@
-"""Avro codec for the plan event (``ingestion.plans``), the operation event (``ingestion.operations``),
-the DLQ envelope (``ingestion.plans.dlq``) and the degradation event (``ingestion.degradation``).
+"""Avro codec for the ingest request (``ingest.requests``), the plan event (``ingestion.plans``), the
+operation event (``ingestion.operations``), the DLQ envelope (``ingestion.plans.dlq``) and the
+degradation event (``ingestion.degradation``).
 
 Wire format: Avro *single-object encoding* (Avro specification, "Single-object encoding")::
 
@@ -57,12 +58,14 @@ from graph_ingest.domain.mutation import PropertyValue
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.errors import GraphIngestError
+from graph_ingest.planning.request import IngestRequest
 from graph_ingest.resilience.degradation import DegradationEvent
 from graph_ingest.schemas.errors import DecodeError, EncodeError
 from graph_ingest.schemas.registry import (
     BUNDLED,
     DEGRADATION_EVENT,
     DLQ_ENVELOPE,
+    INGEST_REQUEST,
     OPERATION,
     PLAN,
     SchemaCatalogue,
@@ -76,10 +79,12 @@ __all__ = [
     "EncodeError",
     "decode_degradation_event",
     "decode_dlq_envelope",
+    "decode_ingest_request",
     "decode_operation",
     "decode_plan",
     "encode_degradation_event",
     "encode_dlq_envelope",
+    "encode_ingest_request",
     "encode_operation",
     "encode_plan",
     "read_single_object",
@@ -97,6 +102,14 @@ _M = TypeVar("_M", bound=BaseModel)
 
 
 # --- public API ---------------------------------------------------------------------------------
+
+
+def encode_ingest_request(request: IngestRequest) -> bytes:
+    return write_single_object(BUNDLED.current(INGEST_REQUEST), _ingest_request_record(request))
+
+
+def decode_ingest_request(data: bytes, *, catalogue: SchemaCatalogue = BUNDLED) -> IngestRequest:
+    return _validate(IngestRequest, read_single_object(data, INGEST_REQUEST, catalogue), data)
 
 
 def encode_plan(plan: IngestionPlan) -> bytes:
@@ -223,6 +236,21 @@ def _plan_record(plan: IngestionPlan) -> dict[str, Any]:
     for name in ("source_updated_at", "committed_at"):
         at = getattr(plan.next_state, name)
         state[name] = None if at is None else _micros(at, f"next_state.{name}")
+    return record
+
+
+def _ingest_request_record(request: IngestRequest) -> dict[str, Any]:
+    record = request.model_dump(mode="python")
+    updated_at = request.source_updated_at
+    record["source_updated_at"] = (
+        None if updated_at is None else _micros(updated_at, "source_updated_at")
+    )
+    candidates = record["candidates"]
+    if candidates is not None:
+        for candidate in (*candidates["entities"], *candidates["relations"]):
+            candidate["properties"] = _tagged_properties(candidate["properties"])
+        # Named branch: fastavro's guess does not take the (tuple) arrays for Avro arrays.
+        record["candidates"] = ("io.graphingest.Extraction", candidates)
     return record
 
 

@@ -31,16 +31,18 @@ def stack_env(settings: Settings) -> dict[str, str]:
 
 def pipeline_env(settings: Settings) -> dict[str, str]:
     """``stack_env`` plus the names one pipeline owns: its topics and retry ladder, PostgreSQL
-    schema and applier consumer group, so that a worker started as a subprocess joins it."""
+    schema and applier and planner consumer groups, so that a worker started as a subprocess joins it."""
     topics = settings.topics
     return {
         **stack_env(settings),
+        f"{PREFIX}TOPICS__REQUESTS": topics.requests,
         f"{PREFIX}TOPICS__PLANS": topics.plans,
         f"{PREFIX}TOPICS__OPERATIONS": topics.operations,
         f"{PREFIX}TOPICS__DEGRADATION": topics.degradation,
         f"{PREFIX}TOPICS__RETRY_DELAYS_S": json.dumps(list(topics.retry_delays_s)),
         f"{PREFIX}POSTGRES__SCHEMA_NAME": settings.postgres.schema_name,
         f"{PREFIX}APPLIER__GROUP_ID": settings.applier.group_id,
+        f"{PREFIX}PLANNER__GROUP_ID": settings.planner.group_id,
     }
 
 

@@ -177,6 +177,34 @@ class FailureAttempt:
 
 
 @dataclass(frozen=True, slots=True)
+class Submission:
+    """What the planner made of one ingest request: its plan's operation, or its DLQ entry."""
+
+    submission_id: str
+    space: str
+    document_id: str
+    operation_id: str | None
+    dlq_id: str | None
+    trace_id: str | None
+    source: tuple[str, int, int]
+    """(topic, partition, offset) of the request."""
+    planned_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PlanClaim:
+    """A frozen plan too large for the plans topic, kept for the applier (the claim check)."""
+
+    operation_id: str
+    fingerprint: str
+    plan_bytes: bytes
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.operation_id, self.fingerprint)
+
+
+@dataclass(frozen=True, slots=True)
 class RecoveryClaim:
     """An operation a recoverer (or ``resume``) holds the lease of, with its frozen plan."""
 
@@ -279,6 +307,12 @@ class UnitOfWork(Protocol):
     def replace_dlq_entries(self, entries: Sequence[DlqEntry]) -> None:
         """Make ``entries`` the whole DLQ index: every other row is deleted."""
 
+    def record_submissions(self, submissions: Sequence[Submission]) -> None:
+        """Insert or replace what the planner made of each submission."""
+
+    def put_plan_claims(self, claims: Sequence[PlanClaim]) -> None:
+        """Store claim-checked plans; an existing (operation id, fingerprint) is left as it is."""
+
 
 class OperationStore(Protocol):
     def start(self) -> None: ...
@@ -348,6 +382,14 @@ class OperationStore(Protocol):
 
     def dlq_stats(self) -> DlqStats: ...
 
+    # -- the planner's records (each call its own short read) ------------------------------
+
+    def get_submission(self, submission_id: str) -> Submission | None: ...
+
+    def plan_claims(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+        """The claim-checked plan bytes of each (operation id, fingerprint) stored."""
+        ...
+
 
 class RecoveryStore(Protocol):
     """Leases on stranded operations, so that two recoverers never re-publish the same one.
@@ -394,9 +436,11 @@ __all__ = [
     "OperationEventEncoder",
     "OperationStore",
     "OutboxMessage",
+    "PlanClaim",
     "RecoveryClaim",
     "RecoveryStore",
     "RegistryConflict",
     "StoreError",
+    "Submission",
     "UnitOfWork",
 ]

@@ -33,6 +33,7 @@ from graph_ingest.store.base import (
     OperationEventEncoder,
     RecoveryClaim,
     StoreError,
+    Submission,
     UnitOfWork,
 )
 from graph_ingest.store.errors import translated, translating
@@ -285,6 +286,26 @@ class PostgresOperationStore:
         return bool(self._fetch_all(sql.RELEASE_RECOVERY_CLAIM, (operation_id, claimer)))
 
     # -- plumbing ----------------------------------------------------------------------------
+
+    # -- the planner's records -----------------------------------------------------------------
+
+    @translated
+    def get_submission(self, submission_id: str) -> Submission | None:
+        row = self._fetch_one(sql.GET_SUBMISSION, (submission_id,))
+        return None if row is None else rows.submission_from_row(row)
+
+    @translated
+    def plan_claims(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+        unique = sorted(set(keys))
+        if not unique:
+            return {}
+        found = self._fetch_all(
+            sql.PLAN_CLAIMS,
+            {"operation_id": [k[0] for k in unique], "fingerprint": [k[1] for k in unique]},
+        )
+        return {
+            (row["operation_id"], row["fingerprint"]): bytes(row["plan_bytes"]) for row in found
+        }
 
     def _require_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
         if self._pool is None:

@@ -22,7 +22,9 @@ from graph_ingest.store.base import (
     DlqQuery,
     FailureAttempt,
     OutboxMessage,
+    PlanClaim,
     RecoveryClaim,
+    Submission,
 )
 from graph_ingest.store.registry_rules import RegistryRow
 
@@ -381,3 +383,41 @@ def dlq_count_from_row(row: Row) -> DlqCount:
         entries=row["entries"],
         oldest_age_s=max(float(row["oldest_age_s"]), 0.0),
     )
+
+
+# -- the planner -----------------------------------------------------------------------------------
+
+_SUBMISSION_FIELDS = ("submission_id", "space", "document_id", "operation_id", "dlq_id", "trace_id")
+
+
+def submission_columns(submissions: Sequence[Submission]) -> Columns:
+    values = [
+        {
+            **{name: getattr(s, name) for name in _SUBMISSION_FIELDS},
+            "source_topic": s.source[0],
+            "source_partition": s.source[1],
+            "source_offset": s.source[2],
+            "planned_at": s.planned_at,
+        }
+        for s in submissions
+    ]
+    return columns(
+        values,
+        (*_SUBMISSION_FIELDS, "source_topic", "source_partition", "source_offset", "planned_at"),
+    )
+
+
+def submission_from_row(row: Row) -> Submission:
+    return Submission(
+        **{name: row[name] for name in _SUBMISSION_FIELDS},
+        source=(row["source_topic"], row["source_partition"], row["source_offset"]),
+        planned_at=row["planned_at"],
+    )
+
+
+def plan_claim_columns(claims: Sequence[PlanClaim]) -> Columns:
+    return {
+        "operation_id": [c.operation_id for c in claims],
+        "fingerprint": [c.fingerprint for c in claims],
+        "plan_bytes": [c.plan_bytes for c in claims],
+    }

@@ -555,3 +555,44 @@ SET recovery_lease_until = NULL
 WHERE operation_id = %s AND recovery_claimed_by = %s AND recovery_lease_until IS NOT NULL
 RETURNING operation_id
 """
+
+# -- the planner: submissions and the claim check ----------------------------------------------
+
+SUBMISSION_COLUMNS = """
+    submission_id, space, document_id, operation_id, dlq_id, trace_id, source_topic,
+    source_partition, source_offset, planned_at"""
+
+RECORD_SUBMISSIONS = (
+    "INSERT INTO ingest_submissions ("
+    + SUBMISSION_COLUMNS
+    + """)
+SELECT *
+FROM unnest(
+    %(submission_id)b::text[], %(space)b::text[], %(document_id)b::text[],
+    %(operation_id)b::text[], %(dlq_id)b::text[], %(trace_id)b::text[], %(source_topic)b::text[],
+    %(source_partition)b::int[], %(source_offset)b::bigint[], %(planned_at)b::timestamptz[]
+)
+ON CONFLICT (submission_id) DO UPDATE SET
+"""
+    + ",\n".join(
+        f"    {column.strip()} = EXCLUDED.{column.strip()}"
+        for column in SUBMISSION_COLUMNS.split(",")[1:]
+    )
+)
+
+GET_SUBMISSION = (
+    "SELECT" + SUBMISSION_COLUMNS + "\nFROM ingest_submissions WHERE submission_id = %s"
+)
+
+PUT_PLAN_CLAIMS = """
+INSERT INTO plan_claims (operation_id, fingerprint, plan_bytes)
+SELECT * FROM unnest(%(operation_id)b::text[], %(fingerprint)b::text[], %(plan_bytes)b::bytea[])
+ON CONFLICT (operation_id, fingerprint) DO NOTHING
+"""
+
+PLAN_CLAIMS = """
+SELECT c.operation_id, c.fingerprint, c.plan_bytes
+FROM plan_claims c
+JOIN unnest(%(operation_id)b::text[], %(fingerprint)b::text[]) AS k(operation_id, fingerprint)
+  ON c.operation_id = k.operation_id AND c.fingerprint = k.fingerprint
+"""

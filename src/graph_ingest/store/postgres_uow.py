@@ -24,7 +24,9 @@ from graph_ingest.store.base import (
     NewOperation,
     OperationEventEncoder,
     OutboxMessage,
+    PlanClaim,
     StoreError,
+    Submission,
 )
 from graph_ingest.store.errors import translated
 from graph_ingest.store.registry_rules import (
@@ -334,6 +336,20 @@ class PostgresUnitOfWork:
         with self._savepoint():
             self._execute(sql.DELETE_DLQ_ENTRIES, {})
             self.put_dlq_entries(entries)
+
+    # -- the planner -------------------------------------------------------------------------
+
+    @translated
+    def record_submissions(self, submissions: Sequence[Submission]) -> None:
+        newest = {s.submission_id: s for s in submissions}  # one row per id and statement
+        if newest:
+            self._execute(sql.RECORD_SUBMISSIONS, rows.submission_columns(list(newest.values())))
+
+    @translated
+    def put_plan_claims(self, claims: Sequence[PlanClaim]) -> None:
+        unique = {c.key: c for c in claims}
+        if unique:
+            self._execute(sql.PUT_PLAN_CLAIMS, rows.plan_claim_columns(list(unique.values())))
 
     # -- plumbing ----------------------------------------------------------------------------
 

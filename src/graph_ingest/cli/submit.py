@@ -1,0 +1,232 @@
+"""`graph-ingest submit` and `graph-ingest retract`: documents in, as ingest requests."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from graph_ingest.cli.config import load_settings
+from graph_ingest.cli.exit_codes import ExitCode, reports_errors
+from graph_ingest.cli.params import Duration
+from graph_ingest.planning.request import IngestRequest, RequestKind, StaleRelationPolicy
+from graph_ingest.producers.follow import Followed
+from graph_ingest.producers.ingest_producer import Submitted
+from graph_ingest.producers.request_files import RequestDefaults, read_requests
+from graph_ingest.settings import Settings
+
+# Requests handed to the producer per flush (one acknowledgement wait each).
+_CHUNK = 200
+
+_STALE = {
+    "keep": StaleRelationPolicy.KEEP,
+    "delete-if-unreferenced": StaleRelationPolicy.DELETE_IF_UNREFERENCED,
+}
+
+
+def _wait_options(command: Any) -> Any:
+    command = click.option(
+        "--timeout",
+        type=Duration(),
+        default="10m",
+        show_default=True,
+        help="With --wait: how long to wait for all of them.",
+    )(command)
+    command = click.option(
+        "--wait",
+        is_flag=True,
+        help="Follow every request to its final stage; exit 6 if any did not complete "
+        "(refused by the planner, CONFLICT, DEAD_LETTERED, or still running at --timeout).",
+    )(command)
+    return click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")(
+        command
+    )
+
+
+@click.command("submit")
+@click.argument("source", type=click.Path(exists=True, allow_dash=True, path_type=Path))
+@click.option("--space", help="The space of the documents (a JSONL line may name its own).")
+@click.option(
+    "--document-id",
+    help="The document id of a single file or of stdin (default: the file's name; in a "
+    "directory, each file's path relative to it).",
+)
+@click.option("--version", "document_version", help="Document version (default: content hash).")
+@click.option(
+    "--schema-version", default="1", show_default=True, help="Graph schema version to plan with."
+)
+@click.option(
+    "--stale-relations",
+    type=click.Choice(sorted(_STALE)),
+    default="delete-if-unreferenced",
+    show_default=True,
+    help="What happens to relations an earlier version stated and this one no longer does.",
+)
+@click.option("--batch-id", help="Tag every request of this run with a batch id.")
+@_wait_options
+@reports_errors
+def submit(
+    source: Path,
+    space: str | None,
+    document_id: str | None,
+    document_version: str | None,
+    schema_version: str,
+    stale_relations: str,
+    batch_id: str | None,
+    wait: bool,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Submit documents to the planner as ingest requests (topic ingest.requests).
+
+    SOURCE is a UTF-8 text file, - (stdin), a directory (one document per file, its path
+    relative to the directory as document id), or a .jsonl file of requests, one JSON
+    IngestRequest per line (space, document_id, document_version, schema_version, content or
+    content_ref + content_hash, options, candidates...; --space and --schema-version fill in
+    what a line leaves out).
+
+    Every request is read and checked before anything is sent: a malformed or oversized one
+    (above GRAPH_INGEST_TOPICS__MAX_MESSAGE_BYTES) is an error naming it, and nothing is sent
+    (exit 5). Each line of output is a submission id, the document and its trace id; `graph-ingest
+    status <submission id>` shows what became of it.
+
+    \b
+    Examples:
+      graph-ingest submit --space kb --document-id notes-1 notes.txt
+      cat notes.txt | graph-ingest submit --space kb --document-id notes-1 --wait -
+      graph-ingest submit --space kb corpus/
+      graph-ingest submit --wait --timeout 5m requests.jsonl
+    """
+    defaults = RequestDefaults(
+        space=space,
+        document_id=document_id,
+        document_version=document_version,
+        schema_version=schema_version,
+        stale_relation_policy=_STALE[stale_relations],
+        batch_id=batch_id,
+    )
+    requests = read_requests(source, defaults, stdin=sys.stdin)
+    _send_and_report(load_settings(), requests, wait=wait, timeout_s=timeout, as_json=as_json)
+
+
+@click.command("retract")
+@click.option("--space", required=True, help="The document's space.")
+@click.option("--document-id", required=True, help="The document to retract.")
+@click.option(
+    "--version",
+    "document_version",
+    default="retracted",
+    show_default=True,
+    help="The version this retraction is recorded as.",
+)
+@click.option("--schema-version", default="1", show_default=True, help="Graph schema version.")
+@_wait_options
+@reports_errors
+def retract(
+    space: str,
+    document_id: str,
+    document_version: str,
+    schema_version: str,
+    wait: bool,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Ask the planner to retract a document: its facts leave the graph (shared ones stay while
+    another document supports them).
+
+    \b
+    Example:
+      graph-ingest retract --space kb --document-id notes-1 --wait
+    """
+    request = RequestDefaults.build(
+        lambda: IngestRequest(
+            kind=RequestKind.RETRACT,
+            space=space,
+            document_id=document_id,
+            document_version=document_version,
+            schema_version=schema_version,
+        ),
+        where=f"{space}/{document_id}",
+    )
+    _send_and_report(load_settings(), [request], wait=wait, timeout_s=timeout, as_json=as_json)
+
+
+def _send_and_report(
+    settings: Settings,
+    requests: Sequence[IngestRequest],
+    *,
+    wait: bool,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    from graph_ingest.producers.ingest_producer import IngestProducer, request_message
+
+    for request in requests:  # every one checked before the first is sent
+        request_message(
+            request, settings.topics.requests, max_bytes=settings.topics.max_message_bytes
+        )
+    submitted: list[Submitted] = []
+    with (
+        IngestProducer(settings) as producer,
+        click.progressbar(length=len(requests), label="submitting", file=sys.stderr) as bar,
+    ):
+        for start in range(0, len(requests), _CHUNK):
+            chunk = requests[start : start + _CHUNK]
+            submitted.extend(producer.submit_many(chunk))
+            bar.update(len(chunk))
+    click.echo(f"submitted {len(submitted)} request(s) to {settings.topics.requests}", err=True)
+    followed = _follow(settings, submitted, timeout_s) if wait else None
+    if as_json:
+        click.echo(json.dumps([_json(s, followed) for s in submitted], indent=2))
+    else:
+        for s in submitted:
+            where = f"  {followed[s.submission_id].where}" if followed else ""
+            click.echo(f"{s.submission_id} {s.key} trace {s.trace_id}{where}")
+    if followed is not None:
+        done = sum(f.completed for f in followed.values())
+        click.echo(f"{done} of {len(followed)} completed", err=True)
+        if done < len(followed):
+            raise SystemExit(ExitCode.NOT_COMPLETED)
+
+
+def _follow(
+    settings: Settings, submitted: Sequence[Submitted], timeout_s: float
+) -> dict[str, Followed]:
+    from graph_ingest.consumers.wiring import postgres_store
+    from graph_ingest.producers.follow import follow
+
+    store = postgres_store(settings)
+    store.start()
+    try:
+        with click.progressbar(length=len(submitted), label="waiting", file=sys.stderr) as bar:
+            results = follow(
+                store,
+                [s.submission_id for s in submitted],
+                timeout_s=timeout_s,
+                on_final=lambda _: bar.update(1),
+            )
+    finally:
+        store.close()
+    return {f.submission_id: f for f in results}
+
+
+def _json(submitted: Submitted, followed: dict[str, Followed] | None) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "submission_id": submitted.submission_id,
+        "key": submitted.key,
+        "trace_id": submitted.trace_id,
+    }
+    if followed is not None:
+        f = followed[submitted.submission_id]
+        document.update(
+            completed=f.completed,
+            where=f.where,
+            operation_id=f.operation.operation_id if f.operation else None,
+            stage=f.operation.stage.value if f.operation else None,
+            dlq_id=f.submission.dlq_id if f.submission else None,
+        )
+    return document

@@ -1,0 +1,387 @@
+"""The planner worker: ingest requests in, frozen plans out, exactly once per request.
+
+Per poll batch (``ingest.requests``, read_committed, offsets never committed by the consumer):
+
+1. decode each request; one that does not decode (or whose key is not its ``space/documentId``)
+   becomes a planning DLQ entry at once, with its coordinates and the reason;
+2. plan each request (``RequestPlanner.plan``). A transient failure (``resilience.policy.
+   planning_action``) holds that request's partition at that request — paused, rewound, resumed
+   when the backoff (or the ``retry_after_s`` the extractor was told) has passed — while other
+   partitions flow; past ``PLANNER__RETRY_BUDGET_S``, or at once for a permanent failure, the
+   request becomes a planning DLQ entry;
+3. in one PostgreSQL transaction: the claim-checked plans (too large for the plans topic), the
+   DLQ index rows and what each submission became (``ingest_submissions``);
+4. in **one Kafka transaction**: the plans (``plan_message``, with the submission id and a child
+   of the request's ``traceparent``), the DLQ envelopes, and the offsets of the requests handled
+   (``send_offsets_to_transaction`` with the consumer's group metadata). A crash before the
+   commit leaves nothing visible to read_committed readers, and the requests are planned again
+   by whoever owns their partitions next.
+
+If step 3 or 4 fails, the batch's partitions are rewound to its first requests and their documents
+forgotten by the planner (their plans were not published), and the batch is planned again after
+a backoff. PostgreSQL is written first: a plan's claim (and a DLQ index row) may exist without
+its event (an aborted transaction), never the event without the claim. A partition revoked from
+this worker makes the planner forget its documents: their next owner plans them from their
+committed state. SIGTERM (``stop``) ends the loop between batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from confluent_kafka import TopicPartition
+
+from graph_ingest import __version__
+from graph_ingest.consumers.consumer import Partition, PlanConsumer
+from graph_ingest.consumers.requests import RequestMessage, decode_request_message
+from graph_ingest.dlq.entries import dlq_id_of_position, dlq_message, entry_of
+from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, MessageHeader
+from graph_ingest.domain.error_detail import ErrorContext
+from graph_ingest.domain.plan import IngestionPlan
+from graph_ingest.domain.trace import TraceParent, new_trace_id
+from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
+from graph_ingest.kafka.headers import trace_id_from_headers
+from graph_ingest.kafka.transactional import TransactionalProducer
+from graph_ingest.planning.errors import ExtractionFailed
+from graph_ingest.planning.request_planner import RequestPlanner
+from graph_ingest.producers.ingest_producer import message_size, submission_id_of
+from graph_ingest.producers.plan_publisher import plan_message
+from graph_ingest.resilience.backoff import backoff_delay
+from graph_ingest.resilience.classify import classify, error_detail
+from graph_ingest.resilience.policy import TO_DLQ, PlanningAction, planning_action, retry_advice
+from graph_ingest.schemas.claim_check import ClaimReference
+from graph_ingest.schemas.codec import encode_plan
+from graph_ingest.settings import Settings
+from graph_ingest.store.base import DlqEntry, OperationStore, OutboxMessage, PlanClaim, Submission
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Handled:
+    """What one request became in this batch: a plan (maybe claim-checked) or a DLQ entry."""
+
+    message: RequestMessage
+    outgoing: OutboxMessage
+    claim: PlanClaim | None = None
+    dlq: DlqEntry | None = None
+    plan: IngestionPlan | None = None
+
+
+@dataclass(slots=True)
+class _Retrying:
+    attempts: int
+    first_failure_at: datetime
+
+
+def planner_producer(settings: Settings) -> TransactionalProducer:
+    """The planner's transactional producer (transactional.id from ``settings.planner``)."""
+    return TransactionalProducer(
+        settings.kafka,
+        settings.planner.transactional_id,
+        timeout_s=settings.planner.transaction_timeout_s,
+    )
+
+
+class PlannerWorker:
+    def __init__(
+        self,
+        settings: Settings,
+        planner: RequestPlanner,
+        store: OperationStore,
+        *,
+        clock: Clock = _utc_now,
+        producer: TransactionalProducer | None = None,
+    ) -> None:
+        """``producer``: the transactional producer to publish with (crash tests halt one)."""
+        self._settings = settings.planner
+        self._topics = settings.topics
+        self._planner = planner
+        self._store = store
+        self._clock = clock
+        self._consumer: PlanConsumer[RequestMessage] = PlanConsumer(
+            settings.kafka.consumer_config(settings.planner.group_id),
+            [settings.topics.requests],
+            on_revoke=self._on_revoke,
+            decode=decode_request_message,
+            clock=lambda: self._clock().timestamp(),
+        )
+        self._producer = producer or planner_producer(settings)
+        self._retrying: dict[tuple[str, int, int], _Retrying] = {}
+        self._documents: dict[Partition, set[tuple[str, str]]] = {}
+        self._failed_batches = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        settings = self._settings
+        self._producer.take_over()
+        self._consumer.start()
+        log.info(
+            "planner consuming %s as group %s, transactional.id %s",
+            self._topics.requests,
+            settings.group_id,
+            settings.transactional_id,
+        )
+        try:
+            while not stop.is_set():
+                timeout = settings.poll_timeout_s
+                due_in = self._consumer.next_due_in()  # wake up when a held request is due
+                if due_in is not None:
+                    timeout = min(timeout, max(due_in, 0.001))
+                batch = self._consumer.consume(
+                    settings.batch_max_requests, timeout, settings.batch_linger_s
+                )
+                handled = self._plan_batch(batch)
+                if handled and not self._publish(handled):
+                    stop.wait(
+                        backoff_delay(
+                            self._failed_batches,
+                            settings.retry_initial_backoff_s,
+                            settings.retry_max_backoff_s,
+                        )
+                    )
+        finally:
+            self._consumer.close()
+            self._producer.close()
+            log.info("planner stopped")
+
+    # -- planning --------------------------------------------------------------------------
+
+    def _plan_batch(self, batch: Sequence[RequestMessage]) -> list[Handled]:
+        """Plan what can be planned, in order per partition; a partition whose request must
+        wait for a retry is held there, and its later requests wait with it."""
+        handled: list[Handled] = []
+        held: set[Partition] = set()
+        for message in batch:
+            partition = (message.topic, message.partition)
+            if partition in held:
+                continue
+            request = message.request
+            if request is None:
+                assert message.error is not None  # decode keeps why on the message
+                handled.append(self._dead_letter(message, message.error, attempts=1))
+                continue
+            try:
+                plan = self._planner.plan(request)
+            except Exception as exc:
+                outcome = self._failed(message, exc)
+                if outcome is None:
+                    held.add(partition)
+                else:
+                    handled.append(outcome)
+                continue
+            self._documents.setdefault(partition, set()).add((request.space, request.document_id))
+            handled.append(self._planned(message, plan))
+        return handled
+
+    def _failed(self, message: RequestMessage, exc: Exception) -> Handled | None:
+        """A request that failed planning: hold its partition for a retry (None), or its DLQ
+        entry."""
+        now = self._clock()
+        retrying = self._retrying.setdefault(message.position, _Retrying(0, now))
+        retrying.attempts += 1
+        code = classify(exc)
+        failing_for_s = (now - retrying.first_failure_at).total_seconds()
+        action = planning_action(
+            code, failing_for_s=failing_for_s, budget_s=self._settings.retry_budget_s
+        )
+        if action is PlanningAction.DLQ:
+            return self._dead_letter(message, exc, attempts=retrying.attempts)
+        delay = backoff_delay(
+            retrying.attempts,
+            self._settings.retry_initial_backoff_s,
+            self._settings.retry_max_backoff_s,
+        )
+        asked = exc.retry_after_s if isinstance(exc, ExtractionFailed) else None
+        delay = max(delay, asked or 0.0)
+        log.warning(
+            "%s planning failed with %s (%s: %s); retry %d in %.1fs, partition held",
+            message.context(),
+            code,
+            type(exc).__name__,
+            exc,
+            retrying.attempts,
+            delay,
+        )
+        self._consumer.hold(
+            (message.topic, message.partition), message.offset, now.timestamp() + delay
+        )
+        return None
+
+    def _planned(self, message: RequestMessage, plan: IngestionPlan) -> Handled:
+        trace_id = trace_id_from_headers(message.headers) or new_trace_id()
+        headers = {
+            kafka_headers.SUBMISSION_ID: self._submission_id(message) or plan.operation_id,
+            kafka_headers.TRACEPARENT: TraceParent.new(trace_id).header_value(),
+        }
+        encoded = encode_plan(plan)
+        outgoing = plan_message(plan, self._topics.plans, value=encoded, headers=headers)
+        if message_size(outgoing) <= self._topics.max_message_bytes:
+            return Handled(message, outgoing, plan=plan)
+        reference = ClaimReference(plan.operation_id, plan.fingerprint, len(encoded))
+        log.info(
+            "%s plan %s is %d bytes, over %d: claim-checked in PostgreSQL",
+            message.context(),
+            plan.operation_id,
+            len(encoded),
+            self._topics.max_message_bytes,
+        )
+        return Handled(
+            message,
+            plan_message(plan, self._topics.plans, headers=headers, claim=reference),
+            claim=PlanClaim(plan.operation_id, plan.fingerprint, encoded),
+            plan=plan,
+        )
+
+    def _dead_letter(
+        self, message: RequestMessage, exc: BaseException, *, attempts: int
+    ) -> Handled:
+        now = self._clock()
+        detail = error_detail(
+            exc,
+            trace_id=trace_id_from_headers(message.headers) or new_trace_id(),
+            context=ErrorContext(
+                topic=message.topic,
+                partition=message.partition,
+                offset=message.offset,
+                worker_id=self._settings.worker_id,
+                code_version=__version__,
+            ),
+            retry=retry_advice(TO_DLQ, ()),
+        )
+        envelope = DlqEnvelope(
+            original_topic=message.topic,
+            original_partition=message.partition,
+            original_offset=message.offset,
+            original_key=message.key,
+            original_value=message.value,
+            original_headers=tuple(MessageHeader(key=k, value=v) for k, v in message.headers),
+            # The last failure is kept; the retried ones before it are counted.
+            attempts=(AttemptRecord.of(detail, attempt=attempts, tier=None, at=now),),
+            folded_attempts=attempts - 1,
+            dead_lettered_at=now,
+        )
+        entry = entry_of(dlq_id_of_position(*message.position), envelope)
+        log.error(
+            "%s not planned after %d attempt(s): %s %s; planning DLQ entry %s",
+            message.context(),
+            attempts,
+            detail.code,
+            detail.message,
+            entry.dlq_id,
+        )
+        return Handled(message, dlq_message(self._topics.dlq, entry), dlq=entry)
+
+    # -- publishing ------------------------------------------------------------------------
+
+    def _publish(self, handled: Sequence[Handled]) -> bool:
+        """Records, then plans, DLQ envelopes and offsets in one Kafka transaction. False (the
+        batch rewound, its documents forgotten) if either failed."""
+        offsets: dict[Partition, int] = {}
+        for item in handled:
+            partition = (item.message.topic, item.message.partition)
+            offsets[partition] = max(offsets.get(partition, 0), item.message.offset + 1)
+        try:
+            with self._store.unit_of_work() as uow:
+                uow.put_plan_claims([item.claim for item in handled if item.claim])
+                uow.put_dlq_entries([item.dlq for item in handled if item.dlq])
+                uow.record_submissions(self._submissions(handled))
+            self._producer.produce_transaction(
+                [item.outgoing for item in handled],
+                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                group_metadata=self._consumer.group_metadata(),
+            )
+        except ProducerFenced:
+            raise  # another worker runs under this transactional.id: this one must stop
+        except Exception as exc:
+            self._abandon(handled, exc)
+            return False
+        self._failed_batches = 0
+        for item in handled:
+            self._retrying.pop(item.message.position, None)
+            if item.plan is not None:
+                log.info(
+                    "%s planned op=%s revision %d -> %s",
+                    item.message.context(),
+                    item.plan.operation_id,
+                    item.plan.expected_revision,
+                    self._topics.plans,
+                )
+        return True
+
+    def _abandon(self, handled: Sequence[Handled], exc: Exception) -> None:
+        self._failed_batches += 1
+        firsts: dict[Partition, int] = {}
+        for item in handled:
+            firsts.setdefault((item.message.topic, item.message.partition), item.message.offset)
+        log.warning(
+            "batch of %d requests (first %s) not published (%s: %s): planning it again",
+            len(handled),
+            handled[0].message.context(),
+            type(exc).__name__,
+            exc,
+        )
+        self._consumer.rewind(firsts)
+        self._planner.forget({key for item in handled if (key := item.message.document)})
+        if isinstance(exc, KafkaIngestError) and exc.fatal:
+            self._producer.take_over()
+
+    def _submissions(self, handled: Sequence[Handled]) -> list[Submission]:
+        """What each submission became; a request that did not decode says which document it
+        was for only through its key (the DLQ entry's), if at all."""
+        at = self._clock()
+        recorded = []
+        for item in handled:
+            submission_id = self._submission_id(item.message)
+            key = item.message.document
+            if key is None and item.dlq is not None and item.dlq.space and item.dlq.document_id:
+                key = (item.dlq.space, item.dlq.document_id)
+            if submission_id is None or key is None:
+                continue
+            recorded.append(
+                Submission(
+                    submission_id=submission_id,
+                    space=key[0],
+                    document_id=key[1],
+                    operation_id=item.plan.operation_id if item.plan else None,
+                    dlq_id=item.dlq.dlq_id if item.dlq else None,
+                    trace_id=trace_id_from_headers(item.message.headers),
+                    source=item.message.position,
+                    planned_at=at,
+                )
+            )
+        return recorded
+
+    @staticmethod
+    def _submission_id(message: RequestMessage) -> str | None:
+        """The producer's submission id; derived as the producer derives it when it sent none."""
+        if message.submission_id is not None:
+            return message.submission_id
+        return None if message.request is None else submission_id_of(message.request)
+
+    # -- rebalances ------------------------------------------------------------------------
+
+    def _on_revoke(self, revoked: set[Partition]) -> None:
+        forgotten = set().union(*(self._documents.pop(p, set()) for p in revoked))
+        if forgotten:
+            self._planner.forget(forgotten)
+        self._retrying = {
+            position: retrying
+            for position, retrying in self._retrying.items()
+            if position[:2] not in revoked
+        }
+
+
+__all__ = ["Handled", "PlannerWorker", "planner_producer"]

@@ -1,0 +1,108 @@
+"""A consumed ingest request: where it came from, its raw bytes, and the request or why not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import Message
+
+from graph_ingest.consumers.consumer import RetryRead
+from graph_ingest.consumers.messages import MessageHeaders
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import GraphIngestError
+from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.planning.request import IngestRequest
+from graph_ingest.schemas.codec import decode_ingest_request
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMessage:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: MessageHeaders = ()
+    request: IngestRequest | None = None
+    error: GraphIngestError | None = None
+
+    @property
+    def position(self) -> tuple[str, int, int]:
+        return (self.topic, self.partition, self.offset)
+
+    @property
+    def document(self) -> tuple[str, str] | None:
+        return None if self.request is None else (self.request.space, self.request.document_id)
+
+    @property
+    def submission_id(self) -> str | None:
+        """The id the producer returned (``submission_id`` header); None when it sent none or
+        none that is text."""
+        try:
+            return kafka_headers.header_text(self.headers, kafka_headers.SUBMISSION_ID)
+        except GraphIngestError:
+            return None
+
+    def context(self) -> str:
+        """The fixed log prefix: topic[partition]@offset key=<space/documentId>."""
+        key = self.key.decode("utf-8", "replace") if self.key is not None else None
+        return f"{self.topic}[{self.partition}]@{self.offset} key={key}"
+
+
+def decode_request_message(
+    message: Message, headers: MessageHeaders, _retry: RetryRead
+) -> RequestMessage:
+    """Decode one request message (requests have no retry tiers: ``_retry`` is unused); any
+    failure is kept on the message, never raised. The key must
+    be the request's ``space/documentId`` (all requests of a document share a partition, so one
+    planner orders them)."""
+    value = message.value()
+    fields = RequestMessage(
+        topic=message.topic() or "",
+        partition=message.partition() or 0,
+        offset=message.offset() or 0,
+        key=message.key(),
+        value=value,
+        headers=headers,
+    )
+    try:
+        if not value:
+            raise GraphIngestError("empty ingest request message", code=StatusCode.INVALID_ARGUMENT)
+        request = decode_ingest_request(value)
+        if fields.key != request.key.encode("utf-8"):
+            raise GraphIngestError(
+                f"ingest request for {request.key} sent with key {fields.key!r}: the key must be "
+                "space/documentId",
+                code=StatusCode.INVALID_ARGUMENT,
+            )
+    except GraphIngestError as exc:
+        return _with(fields, error=exc)
+    except Exception as exc:  # hostile input may raise anything in third-party code
+        error = GraphIngestError(
+            f"ingest request does not decode: {type(exc).__name__}: {exc}",
+            code=StatusCode.INVALID_ARGUMENT,
+        )
+        error.__cause__ = exc
+        return _with(fields, error=error)
+    return _with(fields, request=request)
+
+
+def _with(
+    fields: RequestMessage,
+    *,
+    request: IngestRequest | None = None,
+    error: GraphIngestError | None = None,
+) -> RequestMessage:
+    return RequestMessage(
+        topic=fields.topic,
+        partition=fields.partition,
+        offset=fields.offset,
+        key=fields.key,
+        value=fields.value,
+        headers=fields.headers,
+        request=request,
+        error=error,
+    )
+
+
+__all__ = ["RequestMessage", "decode_request_message"]

@@ -1,0 +1,51 @@
+"""What the planner worker needs of a planner: plan one request, forget documents it gave away.
+
+``graph_ingest.planning.planner.Planner`` implements it; the worker only knows this protocol, so
+another planner can be plugged in (``PLANNER__FACTORY``, ``worker planner --planner``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from importlib import import_module
+from typing import Protocol, cast
+
+from graph_ingest.domain.plan import IngestionPlan
+from graph_ingest.errors import ConfigurationError
+from graph_ingest.planning.request import IngestRequest
+from graph_ingest.settings import Settings
+
+
+class RequestPlanner(Protocol):
+    def plan(self, request: IngestRequest) -> IngestionPlan:
+        """The frozen plan of ``request``, built on the latest state *planned* for its document
+        (the committed one when this planner has planned none since). Raises PlanningError
+        (permanent: the request goes to the DLQ) or ExtractionFailed with a transient code
+        (retried with backoff, honouring ``retry_after_s``)."""
+        ...
+
+    def forget(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Drop what was planned for these (space, document_id): their partitions were revoked,
+        or the plans made for them were not published (an aborted transaction). The next plan
+        of such a document starts from its committed state."""
+        ...
+
+
+PlannerFactory = Callable[[Settings], RequestPlanner]
+
+
+def load_planner_factory(path: str) -> PlannerFactory:
+    """``module:function`` -> the function, which builds a planner from settings."""
+    module_name, colon, attribute = path.partition(":")
+    if not colon or not module_name or not attribute:
+        raise ConfigurationError(f"planner factory {path!r}: expected module:function")
+    try:
+        factory = getattr(import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"planner factory {path!r} cannot be loaded: {exc}") from exc
+    if not callable(factory):
+        raise ConfigurationError(f"planner factory {path!r} is not callable")
+    return cast(PlannerFactory, factory)
+
+
+__all__ = ["PlannerFactory", "RequestPlanner", "load_planner_factory"]

@@ -1,0 +1,180 @@
+"""Submit ingest requests to ``ingest.requests``: checked, encoded, acknowledged, traced.
+
+Every request of a call is encoded and checked before anything is sent (a batch with one bad
+request sends nothing): its Avro encoding must succeed and the whole message (key, value,
+headers) must fit ``topics.max_message_bytes`` — a larger document is sent as ``content_ref``
+plus ``content_hash`` instead. ``submit`` returns only once the broker has acknowledged the
+message (idempotent producer, ``acks=all``, from ``KafkaSettings.producer_config``).
+
+**Submission ids.** The planner derives a plan's operation id from the document's revision and
+content (DESIGN.md §3), which a producer cannot know. So what ``submit`` returns is the request's
+``operation_id`` when it has one, else a *submission id* derived from the request's content
+(``submission_id_of``): the same request submitted twice gets the same id, so a producer that
+retries after a timeout does not create a second submission. It travels in the
+``submission_id`` header; the planner records which operation (or which planning DLQ entry) each
+submission became, and ``graph-ingest status <id>`` and ``submit --wait`` look it up there.
+
+**Trace.** Every message carries a W3C ``traceparent``: the caller's, or a new trace. The planner
+puts a child of it on the plan, so the trace id follows the document through every stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from graph_ingest.domain.fingerprint import canonical_json
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.domain.trace import InvalidTraceparent, TraceParent, parse_traceparent
+from graph_ingest.errors import GraphIngestError
+from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.kafka.producer import KafkaProducer
+from graph_ingest.planning.request import IngestRequest
+from graph_ingest.schemas.codec import encode_ingest_request
+from graph_ingest.schemas.errors import EncodeError
+from graph_ingest.settings import Settings
+from graph_ingest.store.base import OutboxMessage
+
+logger = logging.getLogger(__name__)
+
+REQUEST_CONTENT_TYPE = "application/vnd.graph-ingest.ingest-request+avro;v=1"
+
+
+class RequestRefused(GraphIngestError):
+    """A request that cannot be sent as it is (too large, not encodable, a bad traceparent);
+    nothing of the call it came in was sent."""
+
+    code = StatusCode.INVALID_ARGUMENT
+
+
+def submission_id_of(request: IngestRequest) -> str:
+    """The id ``submit`` returns for ``request``: its operation id, else ``sub-`` and a hash of
+    its whole content (RFC 8785 canonical JSON), so that equal requests get equal ids."""
+    if request.operation_id is not None:
+        return request.operation_id
+    digest = hashlib.sha256(canonical_json(request.model_dump(mode="json"))).hexdigest()
+    return f"sub-{digest[:32]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """A request the broker has acknowledged."""
+
+    submission_id: str
+    key: str
+    trace_id: str
+
+
+def request_message(
+    request: IngestRequest, topic: str, *, max_bytes: int, traceparent: str | None = None
+) -> tuple[OutboxMessage, Submitted]:
+    """The Kafka message of ``request`` (key ``space/documentId``) and what ``submit`` reports
+    of it; RequestRefused when it cannot be sent."""
+    try:
+        value = encode_ingest_request(request)
+    except EncodeError as exc:
+        raise RequestRefused(f"ingest request {request.key}: {exc}") from exc
+    try:
+        parent = TraceParent.new() if traceparent is None else parse_traceparent(traceparent)
+    except InvalidTraceparent as exc:
+        raise RequestRefused(f"ingest request {request.key}: {exc}") from exc
+    submission = Submitted(submission_id_of(request), request.key, parent.trace_id)
+    message = OutboxMessage(
+        topic=topic,
+        key=request.key.encode("utf-8"),
+        value=value,
+        headers={
+            kafka_headers.SUBMISSION_ID: submission.submission_id,
+            kafka_headers.TRACEPARENT: parent.header_value(),
+            kafka_headers.CONTENT_TYPE: REQUEST_CONTENT_TYPE,
+        },
+        operation_id=request.operation_id,
+    )
+    size = message_size(message)
+    if size > max_bytes:
+        raise RequestRefused(
+            f"ingest request {request.key} is {size} bytes; {topic} takes at most {max_bytes} "
+            "(TOPICS__MAX_MESSAGE_BYTES): send the document as content_ref with content_hash"
+        )
+    return message, submission
+
+
+def message_size(message: OutboxMessage) -> int:
+    """Bytes of key, value and headers: what counts against a topic's max.message.bytes, less
+    the record's framing (a few dozen bytes)."""
+    return (
+        len(message.key or b"")
+        + len(message.value)
+        + sum(len(k.encode()) + len(v.encode()) for k, v in message.headers.items())
+    )
+
+
+class IngestProducer:
+    """Produces ingest requests to ``settings.topics.requests``; the Kafka client is created in
+    :meth:`start` (or by the first submit)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._topic = settings.topics.requests
+        self._max_bytes = settings.topics.max_message_bytes
+        self._producer = KafkaProducer(settings.kafka)
+
+    def start(self) -> None:
+        self._producer.start()
+
+    def close(self) -> None:
+        self._producer.close()
+
+    def __enter__(self) -> IngestProducer:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def submit(self, request: IngestRequest, *, traceparent: str | None = None) -> str:
+        """Send one request; return its submission id once the broker has acknowledged it."""
+        return self.submit_many([request], traceparents=[traceparent])[0].submission_id
+
+    def submit_many(
+        self,
+        requests: Sequence[IngestRequest],
+        *,
+        traceparents: Sequence[str | None] | None = None,
+    ) -> list[Submitted]:
+        """Check every request, then send them all in order with one flush; return once every
+        one is acknowledged (KafkaIngestError if any is not: sending the same requests again
+        is safe, they keep their submission ids). ``traceparents``: one per request (None: a
+        new trace)."""
+        parents = list(traceparents) if traceparents is not None else [None] * len(requests)
+        if len(parents) != len(requests):
+            raise ValueError(f"{len(parents)} traceparents for {len(requests)} requests")
+        built = [
+            request_message(request, self._topic, max_bytes=self._max_bytes, traceparent=parent)
+            for request, parent in zip(requests, parents, strict=True)
+        ]
+        if not built:
+            return []
+        self._producer.start()
+        self._producer.produce_batch([message for message, _ in built])
+        for _, submission in built:
+            logger.info(
+                "%s submitted %s key=%s trace=%s",
+                self._topic,
+                submission.submission_id,
+                submission.key,
+                submission.trace_id,
+            )
+        return [submission for _, submission in built]
+
+
+__all__ = [
+    "REQUEST_CONTENT_TYPE",
+    "IngestProducer",
+    "RequestRefused",
+    "Submitted",
+    "message_size",
+    "request_message",
+    "submission_id_of",
+]

@@ -1,0 +1,33 @@
+-- 0005: the planner (issue 7): which operation each ingest request became, and the claim check.
+
+-- One row per submission (the request's operation id, or the id the producer derived from the
+-- request: graph_ingest.producers.ingest_producer.submission_id_of), written by the planner in
+-- the PostgreSQL transaction that ends just before the Kafka transaction publishing its plan (or
+-- its planning DLQ entry) commits. A submission planned again (an aborted Kafka transaction, a
+-- byte-identical resubmission) replaces its row. `status` and `submit --wait` read it.
+CREATE TABLE ingest_submissions (
+    submission_id     TEXT PRIMARY KEY,
+    space             TEXT NOT NULL,
+    document_id       TEXT NOT NULL,
+    -- The plan's operation; null when the request went to the DLQ instead.
+    operation_id      TEXT,
+    dlq_id            TEXT,
+    trace_id          TEXT,
+    source_topic      TEXT NOT NULL,
+    source_partition  INT NOT NULL,
+    source_offset     BIGINT NOT NULL,
+    planned_at        TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX ingest_submissions_operation_idx ON ingest_submissions (operation_id);
+
+-- The claim check: a frozen plan too large for the plans topic. The plan event carries a
+-- reference (operation id + fingerprint); the applier reads the bytes here and verifies them as
+-- it verifies any plan. Written before the Kafka transaction that publishes the reference
+-- commits; first writer wins (the bytes of one (operation, fingerprint) never differ).
+CREATE TABLE plan_claims (
+    operation_id  TEXT NOT NULL,
+    fingerprint   TEXT NOT NULL,
+    plan_bytes    BYTEA NOT NULL,
+    created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (operation_id, fingerprint)
+);
