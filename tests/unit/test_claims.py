@@ -7,8 +7,12 @@ import pytest
 from graph_ingest.consumers.claims import resolve_claims
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.producers.ingest_producer import message_size
+from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.schemas.claim_check import ClaimReference, parse_claim_reference
 from graph_ingest.schemas.codec import DecodeError, encode_plan
+from graph_ingest.store.base import PlanClaim
 from tests.unit.plans import plan_for
 
 pytestmark = pytest.mark.timeout(30)
@@ -69,3 +73,24 @@ def test_a_claim_without_its_plan_is_poison(
 
     assert message.plan is None
     assert message.error is not None and message.error.code is code
+
+
+def test_a_plan_message_is_the_plan_up_to_the_limit_and_a_reference_past_it() -> None:
+    headers = {kafka_headers.RELEASED: "parked"}
+    whole, claim = sized_plan_message(
+        PLAN, "plans", value=ENCODED, max_bytes=10**6, headers=headers
+    )
+    assert claim is None and whole.value is ENCODED
+    fits = message_size(whole)
+
+    same, claim = sized_plan_message(PLAN, "plans", value=ENCODED, max_bytes=fits, headers=headers)
+    assert claim is None and same == whole
+
+    over, claim = sized_plan_message(
+        PLAN, "plans", value=ENCODED, max_bytes=fits - 1, headers=headers
+    )
+    assert claim == PlanClaim(PLAN.operation_id, PLAN.fingerprint, ENCODED)
+    assert parse_claim_reference(over.value) == REFERENCE
+    assert over.headers[kafka_headers.CLAIM_CHECK] == "v1"
+    assert over.headers[kafka_headers.RELEASED] == "parked"  # the caller's headers are kept
+    assert over.key == whole.key

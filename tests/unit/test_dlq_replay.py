@@ -177,8 +177,11 @@ def test_the_replay_message_is_the_frozen_plan_with_the_entry_and_its_trace() ->
     plan = plan_for("doc-1")
     stored = encode_plan(plan)
     entry = entry_for(plan)
-    message = Replay(entry, plan, stored, PlanSource.STORED, TRACE_ID).message(TOPIC)
+    message, claim = Replay(entry, plan, stored, PlanSource.STORED, TRACE_ID).message(
+        TOPIC, max_bytes=1_000_000
+    )
     original = plan_message(plan, TOPIC)
+    assert claim is None
     assert message.value is stored
     assert (message.topic, message.key) == (TOPIC, b"unit/doc-1")
     assert message.headers == {

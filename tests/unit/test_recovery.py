@@ -21,6 +21,7 @@ from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError, KafkaUnavailable
 from graph_ingest.kafka.producer import ProducerMessage
 from graph_ingest.producers.plan_publisher import plan_message
@@ -35,14 +36,16 @@ from graph_ingest.producers.recovery import (
     refusal,
     resume_message,
 )
+from graph_ingest.schemas.claim_check import CLAIM_CHECK_VERSION, parse_claim_reference
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.settings import RecoverySettings
-from graph_ingest.store.base import RecoveryClaim
+from graph_ingest.store.base import PlanClaim, RecoveryClaim
 from tests.unit.plans import operation_of as plan_operation
 from tests.unit.plans import plan_for
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 TOPIC = "ingestion.plans"
+MAX_BYTES = 1_000_000
 
 
 def operation_of(plan: IngestionPlan, stage: Stage = Stage.FAILED, minutes: int = 0) -> Operation:
@@ -87,8 +90,11 @@ def test_recover_leaves_dead_lettered_operations_to_a_person() -> None:
 def test_the_resume_message_is_the_stored_plan_unchanged_with_the_plan_headers() -> None:
     plan = plan_for("doc-1")
     stored = encode_plan(plan)
-    message = resume_message(claim_of(plan, plan_bytes=stored), TOPIC, via="recover")
+    message, claim = resume_message(
+        claim_of(plan, plan_bytes=stored), TOPIC, via="recover", max_bytes=MAX_BYTES
+    )
     original = plan_message(plan, TOPIC)
+    assert claim is None
     assert message.value is stored
     assert message.key == original.key == b"unit/doc-1"
     assert message.topic == TOPIC
@@ -97,13 +103,18 @@ def test_the_resume_message_is_the_stored_plan_unchanged_with_the_plan_headers()
 
 def test_stored_bytes_that_do_not_decode_are_unusable() -> None:
     with pytest.raises(StoredPlanUnusable, match="cannot be decoded"):
-        resume_message(claim_of(plan_for("doc-1"), plan_bytes=b"\x00garbage"), TOPIC, via="x")
+        resume_message(
+            claim_of(plan_for("doc-1"), plan_bytes=b"\x00garbage"),
+            TOPIC,
+            via="x",
+            max_bytes=MAX_BYTES,
+        )
 
 
 def test_stored_bytes_of_another_plan_are_unusable() -> None:
     claim = claim_of(plan_for("doc-1"), plan_bytes=encode_plan(plan_for("doc-2")))
     with pytest.raises(StoredPlanUnusable, match="not the one the operation is bound to"):
-        resume_message(claim, TOPIC, via="x")
+        resume_message(claim, TOPIC, via="x", max_bytes=MAX_BYTES)
 
 
 # -- a recover run ---------------------------------------------------------------------------
@@ -113,6 +124,7 @@ class FakeStore:
     def __init__(self, claims: list[RecoveryClaim]) -> None:
         self.claims = claims
         self.released: list[str] = []
+        self.plan_claims: list[PlanClaim] = []
 
     def claim_for_recovery(
         self,
@@ -135,6 +147,9 @@ class FakeStore:
         self.released.append(operation_id)
         return True
 
+    def put_plan_claims(self, claims: Sequence[PlanClaim]) -> None:
+        self.plan_claims.extend(claims)
+
 
 class FakeProducer:
     """Stands in for Kafka in these tests of the run's rules only (the integration tests use
@@ -143,6 +158,7 @@ class FakeProducer:
     def __init__(self, refuse: dict[str, Exception] | None = None) -> None:
         self.refuse = refuse or {}
         self.sent: list[bytes] = []
+        self.messages: list[ProducerMessage] = []
 
     def start(self) -> None:
         pass
@@ -155,10 +171,14 @@ class FakeProducer:
             if key.decode() in self.refuse:
                 raise self.refuse[key.decode()]
             self.sent.append(key)
+            self.messages.append(message)
 
 
 def run(
-    claims: list[RecoveryClaim], producer: FakeProducer, clock: list[float] | None = None
+    claims: list[RecoveryClaim],
+    producer: FakeProducer,
+    clock: list[float] | None = None,
+    max_bytes: int = MAX_BYTES,
 ) -> tuple[RecoveryReport, FakeStore]:
     store = FakeStore(claims)
     ticks = iter(clock or [])
@@ -167,9 +187,26 @@ def run(
         producer,
         TOPIC,
         RecoverySettings(lease_s=60, publish_timeout_s=10),
+        max_message_bytes=max_bytes,
         monotonic=lambda: next(ticks, 0.0),
     )
     return recoverer.recover(older_than_s=300, limit=10), store
+
+
+def test_a_plan_past_the_size_limit_is_recovered_as_a_claim_reference_its_claim_stored_first() -> (
+    None
+):
+    plan = plan_for("doc-1")
+    stored = encode_plan(plan)
+    producer = FakeProducer()
+    report, store = run([claim_of(plan, plan_bytes=stored)], producer, max_bytes=len(stored))
+
+    assert report.count(Action.RESUMED) == 1
+    assert store.plan_claims == [PlanClaim(plan.operation_id, plan.fingerprint, stored)]
+    (message,) = producer.messages
+    assert message.headers[kafka_headers.CLAIM_CHECK] == CLAIM_CHECK_VERSION
+    assert message.headers[kafka_headers.RESUMED] == "recover"
+    assert parse_claim_reference(message.value).key == (plan.operation_id, plan.fingerprint)
 
 
 def test_one_plan_that_cannot_be_resumed_does_not_stop_the_others() -> None:
@@ -216,7 +253,9 @@ def test_nothing_is_published_once_the_lease_could_end_before_the_ack() -> None:
 def test_resume_refuses_a_completed_operation_before_claiming_anything() -> None:
     plan = plan_for("doc-1")
     store = FakeStore([])
-    recoverer = Recoverer(store, FakeProducer(), TOPIC, RecoverySettings())
+    recoverer = Recoverer(
+        store, FakeProducer(), TOPIC, RecoverySettings(), max_message_bytes=MAX_BYTES
+    )
     with pytest.raises(NotResumable, match="COMPLETED"):
         recoverer.resume(operation_of(plan, Stage.COMPLETED))
 

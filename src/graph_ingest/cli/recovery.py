@@ -97,7 +97,14 @@ def _recoverer(settings: Settings) -> Iterator[tuple[Recoverer, PostgresOperatio
     producer = KafkaProducer(settings.kafka, flush_timeout_s=settings.recovery.publish_timeout_s)
     store.start()
     try:
-        yield Recoverer(store, producer, settings.topics.plans, settings.recovery), store
+        recoverer = Recoverer(
+            store,
+            producer,
+            settings.topics.plans,
+            settings.recovery,
+            max_message_bytes=settings.topics.max_message_bytes,
+        )
+        yield recoverer, store
     finally:
         producer.close()
         store.close()

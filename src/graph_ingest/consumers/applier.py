@@ -39,7 +39,7 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.kafka import headers as kafka_headers
-from graph_ingest.producers.plan_publisher import plan_message
+from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.resilience.classify import classify, error_info
 from graph_ingest.resilience.policy import (
     BatchAction,
@@ -137,6 +137,7 @@ class PlanApplier:
         self._graph = graph
         self._plans_topic = ladder.plans_topic
         self._dlq_topic = ladder.dlq_topic
+        self._max_message_bytes = ladder.max_message_bytes
         self._clock = clock
         self._router = FailureRouter(ladder, worker_id=worker_id, clock=clock)
         self._probes: dict[str, Callable[[], None]] = {
@@ -407,18 +408,21 @@ class PlanApplier:
             with_status(entry, DlqStatus.REPLAYED, f"released: {entry.parked_behind} completed")
             for entry in followers.values()
         ]
+        resent = [
+            sized_plan_message(
+                decode_plan(plan_bytes),
+                self._plans_topic,
+                value=plan_bytes,
+                max_bytes=self._max_message_bytes,
+                headers={kafka_headers.RELEASED: "parked"},
+            )
+            for _, plan_bytes in waiting
+        ]
         uow.put_dlq_entries(released)
+        uow.put_plan_claims([claim for _, claim in resent if claim is not None])
         uow.enqueue(
             [
                 *(dlq_message(self._dlq_topic, entry) for entry in released),
-                *(
-                    plan_message(
-                        decode_plan(plan_bytes),
-                        self._plans_topic,
-                        value=plan_bytes,
-                        headers={kafka_headers.RELEASED: "parked"},
-                    )
-                    for _, plan_bytes in waiting
-                ),
+                *(message for message, _ in resent),
             ]
         )

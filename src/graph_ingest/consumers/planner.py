@@ -49,12 +49,11 @@ from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.planning.errors import ExtractionFailed
 from graph_ingest.planning.request_planner import RequestPlanner
-from graph_ingest.producers.ingest_producer import message_size, submission_id_of
-from graph_ingest.producers.plan_publisher import plan_message
+from graph_ingest.producers.ingest_producer import submission_id_of
+from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.resilience.backoff import backoff_delay
 from graph_ingest.resilience.classify import classify, error_detail
 from graph_ingest.resilience.policy import TO_DLQ, PlanningAction, planning_action, retry_advice
-from graph_ingest.schemas.claim_check import ClaimReference
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import DlqEntry, OperationStore, OutboxMessage, PlanClaim, Submission
@@ -226,24 +225,14 @@ class PlannerWorker:
             kafka_headers.SUBMISSION_ID: self._submission_id(message) or plan.operation_id,
             kafka_headers.TRACEPARENT: TraceParent.new(trace_id).header_value(),
         }
-        encoded = encode_plan(plan)
-        outgoing = plan_message(plan, self._topics.plans, value=encoded, headers=headers)
-        if message_size(outgoing) <= self._topics.max_message_bytes:
-            return Handled(message, outgoing, plan=plan)
-        reference = ClaimReference(plan.operation_id, plan.fingerprint, len(encoded))
-        log.info(
-            "%s plan %s is %d bytes, over %d: claim-checked in PostgreSQL",
-            message.context(),
-            plan.operation_id,
-            len(encoded),
-            self._topics.max_message_bytes,
+        outgoing, claim = sized_plan_message(
+            plan,
+            self._topics.plans,
+            value=encode_plan(plan),
+            max_bytes=self._topics.max_message_bytes,
+            headers=headers,
         )
-        return Handled(
-            message,
-            plan_message(plan, self._topics.plans, headers=headers, claim=reference),
-            claim=PlanClaim(plan.operation_id, plan.fingerprint, encoded),
-            plan=plan,
-        )
+        return Handled(message, outgoing, claim=claim, plan=plan)
 
     def _dead_letter(
         self, message: RequestMessage, exc: BaseException, *, attempts: int

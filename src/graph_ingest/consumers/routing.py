@@ -57,6 +57,9 @@ class Ladder:
     tiers: tuple[tuple[str, float], ...]
     dlq_topic: str
     max_internal_attempts: int
+    max_message_bytes: int
+    """What a plan message may weigh (``topics.max_message_bytes``); a re-published plan past it
+    goes as a claim-check reference."""
 
     @classmethod
     def of(cls, settings: Settings) -> Ladder:
@@ -65,6 +68,7 @@ class Ladder:
             tiers=tuple(settings.topics.retry_tiers),
             dlq_topic=settings.topics.dlq,
             max_internal_attempts=settings.applier.max_internal_attempts,
+            max_message_bytes=settings.topics.max_message_bytes,
         )
 
     @property

@@ -33,9 +33,9 @@ from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.kafka import headers as kafka_headers
-from graph_ingest.producers.plan_publisher import plan_message
+from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.schemas.codec import decode_plan
-from graph_ingest.store.base import DlqEntry, OutboxMessage
+from graph_ingest.store.base import DlqEntry, OutboxMessage, PlanClaim
 
 
 class PlanSource(StrEnum):
@@ -58,11 +58,14 @@ class Replay:
     """The revision the document must reach before the plan can apply (it parks until then);
     None when the document is at the plan's expected revision."""
 
-    def message(self, topic: str) -> OutboxMessage:
-        return plan_message(
+    def message(self, topic: str, *, max_bytes: int) -> tuple[OutboxMessage, PlanClaim | None]:
+        """The plan's message (a claim-check reference past ``max_bytes``, with the claim to
+        store before it is published)."""
+        return sized_plan_message(
             self.plan,
             topic,
             value=self.plan_bytes,
+            max_bytes=max_bytes,
             headers={
                 kafka_headers.DLQ_REPLAY: self.entry.dlq_id,
                 kafka_headers.TRACE_ID: self.trace_id,

@@ -117,6 +117,7 @@ class DlqReplayer:
         self._store = store
         self._producer = producer
         self._plans_topic = settings.topics.plans
+        self._max_message_bytes = settings.topics.max_message_bytes
         self._dlq_topic = settings.topics.dlq
         self._publish_timeout_s = settings.dlq.publish_timeout_s
         self._monotonic = monotonic
@@ -261,7 +262,10 @@ class DlqReplayer:
 
     def _publish(self, ready: Replay) -> ReplayItem:
         entry = ready.entry
-        message = ready.message(self._plans_topic)
+        message, claim = ready.message(self._plans_topic, max_bytes=self._max_message_bytes)
+        if claim is not None:
+            with self._store.unit_of_work() as uow:
+                uow.put_plan_claims([claim])
         self._producer.start()  # idempotent
         self._producer.produce_batch([message], timeout_s=self._publish_timeout_s)
         log.info(

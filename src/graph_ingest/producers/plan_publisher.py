@@ -20,6 +20,7 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import KafkaProducer
+from graph_ingest.producers.ingest_producer import message_size
 from graph_ingest.schemas.claim_check import (
     CLAIM_CHECK_CONTENT_TYPE,
     CLAIM_CHECK_VERSION,
@@ -27,7 +28,7 @@ from graph_ingest.schemas.claim_check import (
 )
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import OutboxMessage
+from graph_ingest.store.base import OutboxMessage, PlanClaim
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +87,37 @@ def plan_message(
         value=encode_plan(plan) if value is None else value,
         headers={**(headers or {}), **own},
         operation_id=plan.operation_id,
+    )
+
+
+def sized_plan_message(
+    plan: IngestionPlan,
+    topic: str,
+    *,
+    value: bytes,
+    max_bytes: int,
+    headers: Mapping[str, str] | None = None,
+) -> tuple[OutboxMessage, PlanClaim | None]:
+    """The message that sends the plan encoded as ``value`` to ``topic``: the plan itself when
+    the message fits ``max_bytes`` (``topics.max_message_bytes``), else a claim-check reference
+    and the claim to store (first writer wins) before the message is published.
+
+    Every publisher of plan bytes decides here: the planner, resume and recover, DLQ replay and
+    the release of parked plans."""
+    message = plan_message(plan, topic, value=value, headers=headers)
+    if message_size(message) <= max_bytes:
+        return message, None
+    reference = ClaimReference(plan.operation_id, plan.fingerprint, len(value))
+    logger.info(
+        "%s plan op=%s is %d bytes, over %d: sent as a claim-check reference",
+        topic,
+        plan.operation_id,
+        len(value),
+        max_bytes,
+    )
+    return (
+        plan_message(plan, topic, headers=headers, claim=reference),
+        PlanClaim(plan.operation_id, plan.fingerprint, value),
     )
 
 
@@ -201,4 +233,5 @@ __all__ = [
     "PlanPublisher",
     "load_plan_file",
     "plan_message",
+    "sized_plan_message",
 ]

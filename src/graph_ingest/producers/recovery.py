@@ -31,12 +31,12 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import BatchProducer
-from graph_ingest.producers.plan_publisher import plan_message
+from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.resilience.classify import error_info
 from graph_ingest.resilience.policy import FailureScope, scope_of
 from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.settings import RecoverySettings
-from graph_ingest.store.base import OutboxMessage, RecoveryClaim, RecoveryStore
+from graph_ingest.store.base import OutboxMessage, PlanClaim, RecoveryClaim, RecoveryStore
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +80,11 @@ def refusal(operation: Operation) -> str | None:
     return None
 
 
-def resume_message(claim: RecoveryClaim, topic: str, *, via: str) -> OutboxMessage:
-    """The plans-topic message that resumes ``claim``'s operation: its stored bytes, unchanged."""
+def resume_message(
+    claim: RecoveryClaim, topic: str, *, via: str, max_bytes: int
+) -> tuple[OutboxMessage, PlanClaim | None]:
+    """The plans-topic message that resumes ``claim``'s operation: its stored bytes, unchanged
+    (or a claim-check reference to them past ``max_bytes``, with the claim to store first)."""
     operation = claim.operation
     try:
         plan = decode_plan(claim.plan_bytes)
@@ -98,8 +101,12 @@ def resume_message(claim: RecoveryClaim, topic: str, *, via: str) -> OutboxMessa
             f"is bound to ({operation.fingerprint} of {operation.space}/{operation.document_id})"
         )
     try:
-        return plan_message(
-            plan, topic, value=claim.plan_bytes, headers={kafka_headers.RESUMED: via}
+        return sized_plan_message(
+            plan,
+            topic,
+            value=claim.plan_bytes,
+            max_bytes=max_bytes,
+            headers={kafka_headers.RESUMED: via},
         )
     except GraphIngestError as exc:  # the fingerprint no longer matches the content
         raise StoredPlanUnusable(str(exc)) from exc
@@ -151,7 +158,8 @@ def new_claimer(via: str) -> str:
 
 
 class Recoverer:
-    """Re-publishes stored plans through ``producer`` to ``topic``; owns neither client."""
+    """Re-publishes stored plans through ``producer`` to ``topic`` (a plan past
+    ``max_message_bytes`` as a claim-check reference); owns neither client."""
 
     def __init__(
         self,
@@ -160,11 +168,13 @@ class Recoverer:
         topic: str,
         settings: RecoverySettings,
         *,
+        max_message_bytes: int,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._producer = producer
         self._topic = topic
+        self._max_message_bytes = max_message_bytes
         self._settings = settings
         self._monotonic = monotonic
 
@@ -248,7 +258,11 @@ class Recoverer:
         )
 
     def _publish(self, claim: RecoveryClaim, *, via: str) -> None:
-        message = resume_message(claim, self._topic, via=via)
+        message, plan_claim = resume_message(
+            claim, self._topic, via=via, max_bytes=self._max_message_bytes
+        )
+        if plan_claim is not None:
+            self._store.put_plan_claims([plan_claim])
         self._producer.start()  # idempotent
         self._producer.produce_batch([message], timeout_s=self._settings.publish_timeout_s)
         log.info(

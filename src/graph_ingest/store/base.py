@@ -423,6 +423,9 @@ class RecoveryStore(Protocol):
     def release_recovery_claim(self, operation_id: str, claimer: str) -> bool:
         """End ``claimer``'s lease early (its re-publish failed); False if it holds none."""
 
+    def put_plan_claims(self, claims: Sequence[PlanClaim]) -> None:
+        """Store claim-checked plans (``UnitOfWork.put_plan_claims``, in its own transaction)."""
+
 
 __all__ = [
     "CommittedElements",

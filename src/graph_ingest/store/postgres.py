@@ -31,6 +31,7 @@ from graph_ingest.store.base import (
     DlqQuery,
     DlqStats,
     OperationEventEncoder,
+    PlanClaim,
     RecoveryClaim,
     StoreError,
     Submission,
@@ -285,7 +286,9 @@ class PostgresOperationStore:
     def release_recovery_claim(self, operation_id: str, claimer: str) -> bool:
         return bool(self._fetch_all(sql.RELEASE_RECOVERY_CLAIM, (operation_id, claimer)))
 
-    # -- plumbing ----------------------------------------------------------------------------
+    def put_plan_claims(self, claims: Sequence[PlanClaim]) -> None:
+        with self.unit_of_work() as uow:
+            uow.put_plan_claims(claims)
 
     # -- the planner's records -----------------------------------------------------------------
 
