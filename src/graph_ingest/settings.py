@@ -395,6 +395,13 @@ class PlannerSettings(_Section):
         description="how long a request failing with a transient error (the model endpoint down, "
         "429) is retried before it goes to the DLQ",
     )
+    max_replans: int = Field(
+        default=3,
+        ge=0,
+        description="how often the newest request of a document is planned again after its "
+        "plan met a CONFLICT (the document moved on under it, e.g. across a rebalance) before "
+        "it becomes a planning DLQ entry",
+    )
     transaction_timeout_s: float = Field(
         default=30.0,
         gt=0,
@@ -419,6 +426,11 @@ class PlannerSettings(_Section):
     @property
     def transactional_id(self) -> str:
         return f"{self.transactional_id_prefix}.{self.worker_id}"
+
+    @property
+    def conflicts_group_id(self) -> str:
+        """The group in which planner workers read the operations topic for CONFLICTs."""
+        return f"{self.group_id}.conflicts"
 
 
 class Settings(BaseSettings):

@@ -3,6 +3,8 @@ from PARKED, or replayed from the DLQ (resume and recover: tests/unit/test_recov
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from graph_ingest.demo.samples import Entity, Relation, sample_plan
@@ -37,7 +39,7 @@ def small(pipeline: Pipeline) -> IngestionPlan:
 
 def big(pipeline: Pipeline, previous: DocumentState) -> IngestionPlan:
     things = [Entity("Thing", f"Filler{i:04d}") for i in range(300)]
-    relations = [Relation(a, "NEXT_TO", b) for a, b in zip(things, things[1:], strict=False)]
+    relations = [Relation(a, "NEXT_TO", b) for a, b in pairwise(things)]
     return sample_plan(
         "it", "doc-1", "many things", things, relations, previous=previous, graph=pipeline.graph
     )

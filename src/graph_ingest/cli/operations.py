@@ -9,7 +9,7 @@ from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
-from graph_ingest.store.base import FailureAttempt, Submission
+from graph_ingest.store.base import FailureAttempt, Replan, ReplanOutcome, Submission
 
 
 @click.command("publish-plan")
@@ -57,7 +57,8 @@ def status(operation_id: str, as_json: bool) -> None:
     """
     from graph_ingest.consumers.wiring import postgres_store
 
-    store = postgres_store(load_settings())
+    settings = load_settings()
+    store = postgres_store(settings)
     store.start()
     try:
         submission = None
@@ -68,6 +69,8 @@ def status(operation_id: str, as_json: bool) -> None:
                 operation = store.get_operation(submission.operation_id)
         with store.unit_of_work() as uow:
             failures = uow.failure_history(operation.operation_id) if operation else []
+        replan = store.get_replan(operation.operation_id) if operation else None
+        made_by = store.replan_making(operation.operation_id) if operation else None
     finally:
         store.close()
     if operation is None and submission is not None:
@@ -80,12 +83,18 @@ def status(operation_id: str, as_json: bool) -> None:
         document = {
             **operation.model_dump(mode="json"),
             "failures": [_failure_json(f) for f in failures],
+            "replan": _replan_json(replan),
+            "replan_of": _replan_json(made_by),
         }
         if submission is not None:
             document["submission_id"] = submission.submission_id
         click.echo(json.dumps(document, indent=2))
     else:
-        lines = [_describe(operation), *_describe_failures(failures)]
+        lines = [
+            _describe(operation),
+            *_describe_replans(replan, made_by, settings.planner.max_replans),
+            *_describe_failures(failures),
+        ]
         if submission is not None:
             lines.insert(0, f"submission  {submission.submission_id}")
         click.echo("\n".join(lines))
@@ -118,6 +127,44 @@ def _describe_unapplied(submission: Submission, as_json: bool) -> None:
         f"document    {submission.space}/{submission.document_id}\n"
         f"{where}"
     )
+
+
+def _replan_json(replan: Replan | None) -> dict[str, object] | None:
+    if replan is None:
+        return None
+    return {
+        "conflicted": replan.operation_id,
+        "submission_id": replan.submission_id,
+        "attempt": replan.attempt,
+        "outcome": replan.outcome.value,
+        "replanned_as": replan.replanned_as,
+        "dlq_id": replan.dlq_id,
+        "at": replan.at.isoformat(),
+    }
+
+
+def _describe_replans(replan: Replan | None, made_by: Replan | None, max_replans: int) -> list[str]:
+    """What became of the operation's CONFLICT, and which CONFLICT the operation replans."""
+    lines = []
+    if made_by is not None:
+        lines.append(
+            f"replan of   {made_by.operation_id} (replan {made_by.attempt} of at most {max_replans})"
+        )
+    if replan is None:
+        return lines
+    attempt = f"replan {replan.attempt} of at most {max_replans}"
+    if replan.outcome is ReplanOutcome.REPLANNED:
+        lines.append(f"replanned   as {replan.replanned_as} ({attempt})")
+    elif replan.outcome is ReplanOutcome.REQUESTED:
+        lines.append(f"replanned   requested ({attempt}): not planned yet")
+    elif replan.outcome is ReplanOutcome.SUPERSEDED:
+        lines.append("replanned   no: a newer request of the document was planned after it")
+    else:
+        lines.append(
+            f"replanned   no: conflicted after {replan.attempt - 1} replan(s), DLQ entry "
+            f"{replan.dlq_id} (graph-ingest dlq show {replan.dlq_id})"
+        )
+    return lines
 
 
 def _failure_json(failure: FailureAttempt) -> dict[str, object]:

@@ -35,12 +35,10 @@ from datetime import UTC, datetime
 
 from confluent_kafka import TopicPartition
 
-from graph_ingest import __version__
+from graph_ingest.consumers.conflicts import ConflictWatcher
 from graph_ingest.consumers.consumer import Partition, PlanConsumer
+from graph_ingest.consumers.planning_dlq import planning_dlq_entry
 from graph_ingest.consumers.requests import RequestMessage, decode_request_message
-from graph_ingest.dlq.entries import dlq_id_of_position, dlq_message, entry_of
-from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, MessageHeader
-from graph_ingest.domain.error_detail import ErrorContext
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.trace import TraceParent, new_trace_id
 from graph_ingest.kafka import headers as kafka_headers
@@ -48,15 +46,30 @@ from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.planning.errors import ExtractionFailed
+from graph_ingest.planning.replans import (
+    ConflictAction,
+    ReplanMark,
+    replan_mark,
+    replan_operation_id,
+    replan_standing,
+)
 from graph_ingest.planning.request_planner import RequestPlanner
 from graph_ingest.producers.ingest_producer import submission_id_of
 from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.resilience.backoff import backoff_delay
-from graph_ingest.resilience.classify import classify, error_detail
-from graph_ingest.resilience.policy import TO_DLQ, PlanningAction, planning_action, retry_advice
+from graph_ingest.resilience.classify import classify
+from graph_ingest.resilience.policy import PlanningAction, planning_action
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import DlqEntry, OperationStore, OutboxMessage, PlanClaim, Submission
+from graph_ingest.store.base import (
+    DlqEntry,
+    OperationStore,
+    OutboxMessage,
+    PlanClaim,
+    Replan,
+    ReplanOutcome,
+    Submission,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +82,15 @@ def _utc_now() -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class Handled:
-    """What one request became in this batch: a plan (maybe claim-checked) or a DLQ entry."""
+    """What one request became in this batch: a plan (maybe claim-checked), a DLQ entry, or
+    nothing (a replan that a newer request superseded, or a second copy of one)."""
 
     message: RequestMessage
-    outgoing: OutboxMessage
+    outgoing: OutboxMessage | None
     claim: PlanClaim | None = None
     dlq: DlqEntry | None = None
     plan: IngestionPlan | None = None
+    replan: Replan | None = None
 
 
 @dataclass(slots=True)
@@ -117,6 +132,7 @@ class PlannerWorker:
             clock=lambda: self._clock().timestamp(),
         )
         self._producer = producer or planner_producer(settings)
+        self._conflicts = ConflictWatcher(settings, store, clock=clock)
         self._retrying: dict[tuple[str, int, int], _Retrying] = {}
         self._documents: dict[Partition, set[tuple[str, str]]] = {}
         self._failed_batches = 0
@@ -127,6 +143,7 @@ class PlannerWorker:
         settings = self._settings
         self._producer.take_over()
         self._consumer.start()
+        self._conflicts.start()
         log.info(
             "planner consuming %s as group %s, transactional.id %s",
             self._topics.requests,
@@ -143,15 +160,17 @@ class PlannerWorker:
                     settings.batch_max_requests, timeout, settings.batch_linger_s
                 )
                 handled = self._plan_batch(batch)
-                if handled and not self._publish(handled):
+                published = not handled or self._publish(handled)
+                if not (self._conflicts.step(self._producer) and published):
                     stop.wait(
                         backoff_delay(
-                            self._failed_batches,
+                            max(self._failed_batches, 1),
                             settings.retry_initial_backoff_s,
                             settings.retry_max_backoff_s,
                         )
                     )
         finally:
+            self._conflicts.close()
             self._consumer.close()
             self._producer.close()
             log.info("planner stopped")
@@ -163,6 +182,8 @@ class PlannerWorker:
         wait for a retry is held there, and its later requests wait with it."""
         handled: list[Handled] = []
         held: set[Partition] = set()
+        seen: set[tuple[str, str]] = set()  # documents with a request earlier in the batch
+        replans: set[str] = set()  # conflicted operations replanned in the batch
         for message in batch:
             partition = (message.topic, message.partition)
             if partition in held:
@@ -172,6 +193,19 @@ class PlannerWorker:
                 assert message.error is not None  # decode keeps why on the message
                 handled.append(self._dead_letter(message, message.error, attempts=1))
                 continue
+            key = (request.space, request.document_id)
+            mark = replan_mark(message.headers)
+            if mark is not None:
+                skipped = self._replan_skipped(message, mark, key in seen, replans)
+                if skipped is not None:
+                    handled.append(skipped)
+                    continue
+                self._planner.forget([key])  # the replan plans on the committed state
+                replans.add(mark.replan_of)
+                if request.operation_id is not None:
+                    derived = replan_operation_id(request.operation_id, mark.attempt)
+                    request = request.model_copy(update={"operation_id": derived})
+            seen.add(key)
             try:
                 plan = self._planner.plan(request)
             except Exception as exc:
@@ -181,9 +215,77 @@ class PlannerWorker:
                 else:
                     handled.append(outcome)
                 continue
-            self._documents.setdefault(partition, set()).add((request.space, request.document_id))
-            handled.append(self._planned(message, plan))
+            self._documents.setdefault(partition, set()).add(key)
+            if mark is not None:
+                handled.append(self._replanned(message, mark, plan))
+            else:
+                handled.append(self._planned(message, plan))
         return handled
+
+    def _replan_skipped(
+        self, message: RequestMessage, mark: ReplanMark, after_another: bool, replans: set[str]
+    ) -> Handled | None:
+        """A re-submitted request that is not to be planned (its Handled: nothing sent), or None.
+        ``after_another``: a request of its document came earlier in the batch."""
+        if mark.replan_of in replans:
+            action = ConflictAction.DUPLICATE
+        elif after_another:
+            action = ConflictAction.SUPERSEDED
+        else:
+            newest = self._store.newest_submission(*self._key(message))
+            action = replan_standing(mark, self._submission_id(message), newest, None)
+        if action is ConflictAction.REPLAN:
+            return None
+        return self._replan_dropped(message, mark, action)
+
+    def _replanned(self, message: RequestMessage, mark: ReplanMark, plan: IngestionPlan) -> Handled:
+        """A replan planned: still the document's replan, or a second copy of one made already
+        (dropped, and its planned state with it)."""
+        newest = self._store.newest_submission(plan.space, plan.document_id)
+        action = replan_standing(mark, self._submission_id(message), newest, plan.operation_id)
+        if action is not ConflictAction.REPLAN:
+            self._planner.forget([(plan.space, plan.document_id)])
+            return self._replan_dropped(message, mark, action)
+        log.info(
+            "%s replan %d of op=%s planned as op=%s",
+            message.context(),
+            mark.attempt,
+            mark.replan_of,
+            plan.operation_id,
+        )
+        replan = Replan(
+            operation_id=mark.replan_of,
+            submission_id=self._submission_id(message) or plan.operation_id,
+            attempt=mark.attempt,
+            outcome=ReplanOutcome.REPLANNED,
+            at=self._clock(),
+            replanned_as=plan.operation_id,
+        )
+        planned = self._planned(message, plan)
+        return Handled(message, planned.outgoing, claim=planned.claim, plan=plan, replan=replan)
+
+    def _replan_dropped(
+        self, message: RequestMessage, mark: ReplanMark, action: ConflictAction
+    ) -> Handled:
+        log.info(
+            "%s replan %d of op=%s: %s", message.context(), mark.attempt, mark.replan_of, action
+        )
+        submission_id = self._submission_id(message)
+        if action is not ConflictAction.SUPERSEDED or submission_id is None:
+            return Handled(message, None)
+        superseded = Replan(
+            operation_id=mark.replan_of,
+            submission_id=submission_id,
+            attempt=mark.attempt,
+            outcome=ReplanOutcome.SUPERSEDED,
+            at=self._clock(),
+        )
+        return Handled(message, None, replan=superseded)
+
+    @staticmethod
+    def _key(message: RequestMessage) -> tuple[str, str]:
+        assert message.document is not None  # only decoded requests are replans
+        return message.document
 
     def _failed(self, message: RequestMessage, exc: Exception) -> Handled | None:
         """A request that failed planning: hold its partition for a retry (None), or its DLQ
@@ -237,41 +339,15 @@ class PlannerWorker:
     def _dead_letter(
         self, message: RequestMessage, exc: BaseException, *, attempts: int
     ) -> Handled:
-        now = self._clock()
-        detail = error_detail(
+        entry, outgoing = planning_dlq_entry(
+            message,
             exc,
-            trace_id=trace_id_from_headers(message.headers) or new_trace_id(),
-            context=ErrorContext(
-                topic=message.topic,
-                partition=message.partition,
-                offset=message.offset,
-                worker_id=self._settings.worker_id,
-                code_version=__version__,
-            ),
-            retry=retry_advice(TO_DLQ, ()),
+            attempts=attempts,
+            worker_id=self._settings.worker_id,
+            at=self._clock(),
+            dlq_topic=self._topics.dlq,
         )
-        envelope = DlqEnvelope(
-            original_topic=message.topic,
-            original_partition=message.partition,
-            original_offset=message.offset,
-            original_key=message.key,
-            original_value=message.value,
-            original_headers=tuple(MessageHeader(key=k, value=v) for k, v in message.headers),
-            # The last failure is kept; the retried ones before it are counted.
-            attempts=(AttemptRecord.of(detail, attempt=attempts, tier=None, at=now),),
-            folded_attempts=attempts - 1,
-            dead_lettered_at=now,
-        )
-        entry = entry_of(dlq_id_of_position(*message.position), envelope)
-        log.error(
-            "%s not planned after %d attempt(s): %s %s; planning DLQ entry %s",
-            message.context(),
-            attempts,
-            detail.code,
-            detail.message,
-            entry.dlq_id,
-        )
-        return Handled(message, dlq_message(self._topics.dlq, entry), dlq=entry)
+        return Handled(message, outgoing, dlq=entry)
 
     # -- publishing ------------------------------------------------------------------------
 
@@ -287,8 +363,9 @@ class PlannerWorker:
                 uow.put_plan_claims([item.claim for item in handled if item.claim])
                 uow.put_dlq_entries([item.dlq for item in handled if item.dlq])
                 uow.record_submissions(self._submissions(handled))
+                uow.record_replans([item.replan for item in handled if item.replan])
             self._producer.produce_transaction(
-                [item.outgoing for item in handled],
+                [item.outgoing for item in handled if item.outgoing],
                 offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
                 group_metadata=self._consumer.group_metadata(),
             )
@@ -337,7 +414,7 @@ class PlannerWorker:
             key = item.message.document
             if key is None and item.dlq is not None and item.dlq.space and item.dlq.document_id:
                 key = (item.dlq.space, item.dlq.document_id)
-            if submission_id is None or key is None:
+            if submission_id is None or key is None or (item.plan is None and item.dlq is None):
                 continue
             recorded.append(
                 Submission(

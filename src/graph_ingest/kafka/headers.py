@@ -42,6 +42,10 @@ TRACEPARENT = "traceparent"
 # On an ingest request, and on the plan (or planning DLQ entry) made of it: the id `submit`
 # returned, by which `status` and `submit --wait` find what became of the request.
 SUBMISSION_ID = "submission_id"
+# On an ingest request the planner worker submitted again after a CONFLICT: the operation that
+# conflicted, and which replan of the submission this is (1, 2, ...).
+REPLAN_OF = "replan_of"
+REPLAN_ATTEMPT = "replan_attempt"
 # On a plan message whose value is a claim-check reference, not the plan (the plan was too large
 # for the topic and is stored in PostgreSQL): the reference format, "v1".
 CLAIM_CHECK = "claim_check"
@@ -189,6 +193,8 @@ __all__ = [
     "ORIGINAL_PARTITION",
     "ORIGINAL_TOPIC",
     "RELEASED",
+    "REPLAN_ATTEMPT",
+    "REPLAN_OF",
     "RETRY_ATTEMPT",
     "RETRY_DUE_AT",
     "RETRY_HEADERS",

@@ -1,4 +1,5 @@
-"""Read a whole topic once: every committed message from its beginning to its current end.
+"""Read a whole topic once: every committed message from its beginning to its current end; or
+one committed message at its offset.
 
 The reader assigns every partition itself (no group membership, nothing committed), so it neither
 disturbs nor depends on a consumer group. The end of a partition is the consumer's partition-EOF
@@ -88,6 +89,46 @@ def read_to_end(
     return [record for p in partitions for record in received[p]]
 
 
+def read_at(
+    settings: KafkaSettings, topic: str, partition: int, offset: int, *, timeout_s: float = 30.0
+) -> TopicRecord | None:
+    """The committed message of ``topic`` at (``partition``, ``offset``); None when there is none
+    (deleted by retention, compacted away, or aborted). Raises KafkaIngestError
+    (DEADLINE_EXCEEDED when neither the message nor the partition's end came within
+    ``timeout_s``)."""
+    config = settings.consumer_config(
+        f"{settings.client_id}.reader.{uuid.uuid4().hex}", **{"enable.partition.eof": True}
+    )
+    deadline = time.monotonic() + timeout_s
+    try:
+        consumer = Consumer(config)
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise translate_kafka_error(exc, context=f"creating a reader of {topic}") from exc
+    where = f"{topic}[{partition}]@{offset}"
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        while time.monotonic() < deadline:
+            try:
+                message = consumer.poll(_POLL_S)
+            except KafkaException as exc:
+                raise translate_kafka_error(exc, context=f"reading {where}") from exc
+            if message is None:
+                continue
+            error = message.error()
+            if error is None:
+                return _record(message) if message.offset() == offset else None
+            if error.code() == KafkaError._PARTITION_EOF:
+                return None
+            if error.fatal():
+                raise translate_kafka_error(error, context=f"reading {where}")
+            log.warning("%s reader: %s", where, error)
+    finally:
+        consumer.close()
+    raise KafkaIngestError(
+        f"{where} not read within {timeout_s:g}s", code=StatusCode.DEADLINE_EXCEEDED
+    )
+
+
 def _partitions(consumer: Consumer, topic: str, timeout_s: float) -> list[int]:
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s)
@@ -109,4 +150,4 @@ def _record(message: Message) -> TopicRecord:
     )
 
 
-__all__ = ["TopicRecord", "read_to_end"]
+__all__ = ["TopicRecord", "read_at", "read_to_end"]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Protocol
 
 from graph_ingest.domain.dlq import DlqStatus
@@ -191,6 +192,31 @@ class Submission:
     planned_at: datetime
 
 
+class ReplanOutcome(StrEnum):
+    REQUESTED = "REQUESTED"
+    """The newest request of the document was submitted again to be planned afresh."""
+    REPLANNED = "REPLANNED"
+    """It was planned on the committed state, as ``replanned_as``."""
+    SUPERSEDED = "SUPERSEDED"
+    """A newer request of the document came first: that one is what the document becomes."""
+    DEAD_LETTERED = "DEAD_LETTERED"
+    """It conflicted once more after ``PLANNER__MAX_REPLANS`` replans: a planning DLQ entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replan:
+    """What became of the CONFLICT of operation ``operation_id`` (a planned request's)."""
+
+    operation_id: str
+    submission_id: str
+    attempt: int
+    """1 for the first replan of a submission; the operation a replan made carries it on."""
+    outcome: ReplanOutcome
+    at: datetime
+    replanned_as: str | None = None
+    dlq_id: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class PlanClaim:
     """A frozen plan too large for the plans topic, kept for the applier (the claim check)."""
@@ -310,6 +336,10 @@ class UnitOfWork(Protocol):
     def record_submissions(self, submissions: Sequence[Submission]) -> None:
         """Insert or replace what the planner made of each submission."""
 
+    def record_replans(self, replans: Sequence[Replan]) -> None:
+        """Insert or replace what became of each CONFLICT; a REQUESTED replan never replaces a
+        row (the same CONFLICT seen twice), a SUPERSEDED one only a REQUESTED one."""
+
     def put_plan_claims(self, claims: Sequence[PlanClaim]) -> None:
         """Store claim-checked plans; an existing (operation id, fingerprint) is left as it is."""
 
@@ -386,6 +416,23 @@ class OperationStore(Protocol):
 
     def get_submission(self, submission_id: str) -> Submission | None: ...
 
+    def submission_of_operation(self, operation_id: str) -> Submission | None:
+        """The submission whose request was (last) planned as ``operation_id``."""
+        ...
+
+    def newest_submission(self, space: str, document_id: str) -> Submission | None:
+        """The document's submission recorded last (the highest request offset)."""
+        ...
+
+    def get_replan(self, operation_id: str) -> Replan | None:
+        """What became of the CONFLICT of ``operation_id``; None if it had none (yet)."""
+        ...
+
+    def replan_making(self, operation_id: str) -> Replan | None:
+        """The replan that planned ``operation_id``; None when its request was planned first
+        hand."""
+        ...
+
     def plan_claims(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
         """The claim-checked plan bytes of each (operation id, fingerprint) stored."""
         ...
@@ -443,6 +490,8 @@ __all__ = [
     "RecoveryClaim",
     "RecoveryStore",
     "RegistryConflict",
+    "Replan",
+    "ReplanOutcome",
     "StoreError",
     "Submission",
     "UnitOfWork",

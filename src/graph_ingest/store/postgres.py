@@ -33,6 +33,7 @@ from graph_ingest.store.base import (
     OperationEventEncoder,
     PlanClaim,
     RecoveryClaim,
+    Replan,
     StoreError,
     Submission,
     UnitOfWork,
@@ -296,6 +297,26 @@ class PostgresOperationStore:
     def get_submission(self, submission_id: str) -> Submission | None:
         row = self._fetch_one(sql.GET_SUBMISSION, (submission_id,))
         return None if row is None else rows.submission_from_row(row)
+
+    @translated
+    def submission_of_operation(self, operation_id: str) -> Submission | None:
+        row = self._fetch_one(sql.SUBMISSION_OF_OPERATION, (operation_id,))
+        return None if row is None else rows.submission_from_row(row)
+
+    @translated
+    def newest_submission(self, space: str, document_id: str) -> Submission | None:
+        row = self._fetch_one(sql.NEWEST_SUBMISSION, (space, document_id))
+        return None if row is None else rows.submission_from_row(row)
+
+    @translated
+    def get_replan(self, operation_id: str) -> Replan | None:
+        row = self._fetch_one(sql.GET_REPLAN, (operation_id,))
+        return None if row is None else rows.replan_from_row(row)
+
+    @translated
+    def replan_making(self, operation_id: str) -> Replan | None:
+        row = self._fetch_one(sql.REPLAN_MAKING, (operation_id,))
+        return None if row is None else rows.replan_from_row(row)
 
     @translated
     def plan_claims(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:

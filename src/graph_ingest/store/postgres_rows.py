@@ -24,6 +24,8 @@ from graph_ingest.store.base import (
     OutboxMessage,
     PlanClaim,
     RecoveryClaim,
+    Replan,
+    ReplanOutcome,
     Submission,
 )
 from graph_ingest.store.registry_rules import RegistryRow
@@ -412,6 +414,23 @@ def submission_from_row(row: Row) -> Submission:
         **{name: row[name] for name in _SUBMISSION_FIELDS},
         source=(row["source_topic"], row["source_partition"], row["source_offset"]),
         planned_at=row["planned_at"],
+    )
+
+
+_REPLAN_FIELDS = ("operation_id", "submission_id", "attempt", "replanned_as", "dlq_id", "at")
+
+
+def replan_columns(replans: Sequence[Replan]) -> Columns:
+    values = [
+        {**{name: getattr(r, name) for name in _REPLAN_FIELDS}, "outcome": r.outcome.value}
+        for r in replans
+    ]
+    return columns(values, (*_REPLAN_FIELDS, "outcome"))
+
+
+def replan_from_row(row: Row) -> Replan:
+    return Replan(
+        **{name: row[name] for name in _REPLAN_FIELDS}, outcome=ReplanOutcome(row["outcome"])
     )
 
 

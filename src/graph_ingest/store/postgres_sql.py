@@ -584,6 +584,41 @@ GET_SUBMISSION = (
     "SELECT" + SUBMISSION_COLUMNS + "\nFROM ingest_submissions WHERE submission_id = %s"
 )
 
+SUBMISSION_OF_OPERATION = (
+    "SELECT" + SUBMISSION_COLUMNS + "\nFROM ingest_submissions WHERE operation_id = %s"
+    "\nORDER BY source_offset DESC LIMIT 1"
+)
+
+# Requests of one document share a partition (key space/documentId): the newest is the last one.
+NEWEST_SUBMISSION = (
+    "SELECT" + SUBMISSION_COLUMNS + "\nFROM ingest_submissions"
+    "\nWHERE space = %s AND document_id = %s ORDER BY source_offset DESC, planned_at DESC LIMIT 1"
+)
+
+REPLAN_COLUMNS = "operation_id, submission_id, attempt, outcome, replanned_as, dlq_id, at"
+
+RECORD_REPLANS = f"""
+INSERT INTO ingest_replans AS r ({REPLAN_COLUMNS})
+SELECT *
+FROM unnest(
+    %(operation_id)b::text[], %(submission_id)b::text[], %(attempt)b::int[], %(outcome)b::text[],
+    %(replanned_as)b::text[], %(dlq_id)b::text[], %(at)b::timestamptz[]
+)
+ON CONFLICT (operation_id) DO UPDATE SET
+    submission_id = EXCLUDED.submission_id,
+    attempt = EXCLUDED.attempt,
+    outcome = EXCLUDED.outcome,
+    replanned_as = EXCLUDED.replanned_as,
+    dlq_id = EXCLUDED.dlq_id,
+    at = EXCLUDED.at
+WHERE EXCLUDED.outcome IN ('REPLANNED', 'DEAD_LETTERED')
+   OR (EXCLUDED.outcome = 'SUPERSEDED' AND r.outcome = 'REQUESTED')
+"""
+
+GET_REPLAN = f"SELECT {REPLAN_COLUMNS} FROM ingest_replans WHERE operation_id = %s"
+
+REPLAN_MAKING = f"SELECT {REPLAN_COLUMNS} FROM ingest_replans WHERE replanned_as = %s LIMIT 1"
+
 PUT_PLAN_CLAIMS = """
 INSERT INTO plan_claims (operation_id, fingerprint, plan_bytes)
 SELECT * FROM unnest(%(operation_id)b::text[], %(fingerprint)b::text[], %(plan_bytes)b::bytea[])

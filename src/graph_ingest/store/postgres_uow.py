@@ -25,6 +25,7 @@ from graph_ingest.store.base import (
     OperationEventEncoder,
     OutboxMessage,
     PlanClaim,
+    Replan,
     StoreError,
     Submission,
 )
@@ -344,6 +345,12 @@ class PostgresUnitOfWork:
         newest = {s.submission_id: s for s in submissions}  # one row per id and statement
         if newest:
             self._execute(sql.RECORD_SUBMISSIONS, rows.submission_columns(list(newest.values())))
+
+    @translated
+    def record_replans(self, replans: Sequence[Replan]) -> None:
+        unique = {r.operation_id: r for r in replans}
+        if unique:
+            self._execute(sql.RECORD_REPLANS, rows.replan_columns(list(unique.values())))
 
     @translated
     def put_plan_claims(self, claims: Sequence[PlanClaim]) -> None:

@@ -31,3 +31,26 @@ CREATE TABLE plan_claims (
     created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (operation_id, fingerprint)
 );
+
+-- What became of each CONFLICT of a planned operation (issue 7, "versions faster than they
+-- apply"): the planner worker re-submits the newest request of the document (REQUESTED), the
+-- planner plans it on the committed state (REPLANNED, as `replanned_as`), or finds a newer
+-- request of the document meanwhile (SUPERSEDED); past PLANNER__MAX_REPLANS the request becomes
+-- a planning DLQ entry instead (DEAD_LETTERED). `attempt` counts the replans of one submission:
+-- the operation a replan made carries it on, so its own CONFLICT is attempt + 1. A REQUESTED
+-- row never replaces another (a CONFLICT snapshot delivered twice), a SUPERSEDED one only a
+-- REQUESTED one.
+CREATE TABLE ingest_replans (
+    operation_id   TEXT PRIMARY KEY,
+    submission_id  TEXT NOT NULL,
+    attempt        INT NOT NULL CHECK (attempt >= 1),
+    outcome        TEXT NOT NULL
+                   CHECK (outcome IN ('REQUESTED', 'REPLANNED', 'SUPERSEDED', 'DEAD_LETTERED')),
+    replanned_as   TEXT,
+    dlq_id         TEXT,
+    at             TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX ingest_replans_replanned_as_idx ON ingest_replans (replanned_as);
+-- The newest submission of a document (the one a CONFLICT replans).
+CREATE INDEX ingest_submissions_document_idx
+    ON ingest_submissions (space, document_id, source_offset DESC);

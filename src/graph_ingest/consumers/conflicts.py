@@ -1,0 +1,265 @@
+"""The planner worker's side of a CONFLICT: replan the newest request of the document.
+
+The worker reads the operations topic (operation snapshots, ``read_committed``) in a group of its
+own (``PLANNER__GROUP_ID`` + ``.conflicts``), between its batches of requests. For each CONFLICT
+snapshot (``planning.replans.on_conflict`` decides):
+
+* REPLAN: the request that was planned as the conflicted operation is read again from the
+  requests topic at its recorded position and submitted again, key, value and headers, with
+  ``replan_of`` and ``replan_attempt`` (``ingest_replans``: REQUESTED). The planner plans it on the
+  committed state (``consumers.planner``);
+* DEAD_LETTER: past ``PLANNER__MAX_REPLANS``, the request becomes a planning DLQ entry instead;
+* SUPERSEDED (a newer request of the document was planned: recorded), DUPLICATE, IGNORE (no
+  planner planned it): nothing is sent.
+
+**Exactly once per CONFLICT.** The records go to PostgreSQL first; then the re-submitted requests
+(or DLQ envelopes) and the offsets of the snapshots go in one Kafka transaction of the worker's
+producer: a crash or a failure before the commit leaves nothing visible and the snapshots are
+read again. A CONFLICT snapshot published twice (the relay is at-least-once) finds the submission
+replanned already (DUPLICATE); and should two copies of one replan reach the planner, the second
+is dropped there (``replan_standing``), or is the same plan again (a duplicate the applier
+acknowledges).
+
+A new ``.conflicts`` group starts at the beginning of the operations topic: CONFLICTs from before
+the worker ever ran are replanned too, if their request is still the newest of its document.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from confluent_kafka import Message, TopicPartition
+
+from graph_ingest.consumers.consumer import Partition, PlanConsumer, RetryRead
+from graph_ingest.consumers.messages import MessageHeaders
+from graph_ingest.consumers.planning_dlq import planning_dlq_entry
+from graph_ingest.consumers.requests import RequestMessage
+from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.errors import GraphIngestError
+from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
+from graph_ingest.kafka.reader import read_at
+from graph_ingest.kafka.transactional import TransactionalProducer
+from graph_ingest.planning.replans import ConflictAction, ReplanMark, on_conflict, replan_headers
+from graph_ingest.schemas.codec import decode_operation
+from graph_ingest.settings import Settings
+from graph_ingest.store.base import (
+    DlqEntry,
+    OperationStore,
+    OutboxMessage,
+    Replan,
+    ReplanOutcome,
+    Submission,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ReplansExhausted(GraphIngestError):
+    """The request's plans kept meeting CONFLICTs: it was replanned as often as allowed."""
+
+    code = StatusCode.ABORTED
+
+
+@dataclass(frozen=True, slots=True)
+class OperationMessage:
+    topic: str
+    partition: int
+    offset: int
+    operation: Operation | None
+    """None for a message that is no operation snapshot (a tombstone, garbage): skipped."""
+
+
+def decode_operation_message(
+    message: Message, _headers: MessageHeaders, _retry: RetryRead
+) -> OperationMessage:
+    value = message.value()
+    try:
+        operation = decode_operation(value) if value else None
+    except Exception:  # hostile bytes may raise anything in third-party code: not ours to act on
+        log.warning(
+            "%s[%s]@%s is no operation snapshot: skipped",
+            message.topic(),
+            message.partition(),
+            message.offset(),
+        )
+        operation = None
+    return OperationMessage(
+        topic=message.topic() or "",
+        partition=message.partition() or 0,
+        offset=message.offset() or 0,
+        operation=operation,
+    )
+
+
+@dataclass
+class _Batch:
+    replans: list[Replan] = field(default_factory=list)
+    dlq: list[DlqEntry] = field(default_factory=list)
+    outgoing: list[OutboxMessage] = field(default_factory=list)
+    done: set[str] = field(default_factory=set)
+    """Operations handled in this batch: a second snapshot of one is a duplicate."""
+
+
+class ConflictWatcher:
+    def __init__(
+        self,
+        settings: Settings,
+        store: OperationStore,
+        *,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._clock = clock
+        self._consumer: PlanConsumer[OperationMessage] = PlanConsumer(
+            settings.kafka.consumer_config(settings.planner.conflicts_group_id),
+            [settings.topics.operations],
+            on_revoke=lambda _revoked: None,
+            decode=decode_operation_message,
+        )
+
+    def start(self) -> None:
+        self._consumer.start()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def step(self, producer: TransactionalProducer) -> bool:
+        """Handle the snapshots that have arrived (none waited for); False if they could not be
+        (they are read again next time)."""
+        settings = self._settings.planner
+        messages = self._consumer.consume(settings.batch_max_requests, 0.0)
+        if not messages:
+            return True
+        offsets: dict[Partition, int] = {}
+        for message in messages:
+            partition = (message.topic, message.partition)
+            offsets[partition] = max(offsets.get(partition, 0), message.offset + 1)
+        try:
+            batch = _Batch()
+            for message in messages:
+                operation = message.operation
+                if operation is not None and operation.stage is Stage.CONFLICT:
+                    self._conflict(operation, batch)
+            with self._store.unit_of_work() as uow:
+                uow.put_dlq_entries(batch.dlq)
+                uow.record_replans(batch.replans)
+            producer.produce_transaction(
+                batch.outgoing,
+                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                group_metadata=self._consumer.group_metadata(),
+            )
+        except ProducerFenced:
+            raise
+        except Exception as exc:
+            log.warning(
+                "%d operation snapshot(s) not handled (%s: %s): reading them again",
+                len(messages),
+                type(exc).__name__,
+                exc,
+            )
+            firsts: dict[Partition, int] = {}
+            for message in messages:
+                firsts.setdefault((message.topic, message.partition), message.offset)
+            self._consumer.rewind(firsts)
+            if isinstance(exc, KafkaIngestError) and exc.fatal:
+                producer.take_over()
+            return False
+        return True
+
+    def _conflict(self, operation: Operation, batch: _Batch) -> None:
+        op_id = operation.operation_id
+        submission = self._store.submission_of_operation(op_id)
+        newest = (
+            self._store.newest_submission(submission.space, submission.document_id)
+            if submission
+            else None
+        )
+        made_by = self._store.replan_making(op_id)
+        attempt = (made_by.attempt if made_by else 0) + 1
+        action = (
+            ConflictAction.DUPLICATE
+            if op_id in batch.done
+            else on_conflict(
+                op_id,
+                submission,
+                newest,
+                attempt=attempt,
+                max_replans=self._settings.planner.max_replans,
+            )
+        )
+        batch.done.add(op_id)
+        log.info(
+            "op=%s CONFLICT (%s/%s): %s", op_id, operation.space, operation.document_id, action
+        )
+        if submission is None or action in (ConflictAction.IGNORE, ConflictAction.DUPLICATE):
+            return
+        replan = Replan(
+            operation_id=op_id,
+            submission_id=submission.submission_id,
+            attempt=attempt,
+            outcome=ReplanOutcome.SUPERSEDED,
+            at=self._clock(),
+        )
+        if action is ConflictAction.SUPERSEDED:
+            batch.replans.append(replan)
+            return
+        request, lost = self._request_of(submission)
+        if action is ConflictAction.DEAD_LETTER or lost is not None:
+            max_replans = self._settings.planner.max_replans
+            entry, outgoing = planning_dlq_entry(
+                request,
+                lost
+                or ReplansExhausted(
+                    f"operation {op_id} of {operation.space}/{operation.document_id} met a "
+                    f"CONFLICT after {max_replans} replan(s) (PLANNER__MAX_REPLANS): the document "
+                    "keeps moving on under its plans; replay the entry to plan it again"
+                ),
+                attempts=attempt,
+                worker_id=self._settings.planner.worker_id,
+                at=replan.at,
+                dlq_topic=self._settings.topics.dlq,
+            )
+            batch.dlq.append(entry)
+            batch.outgoing.append(outgoing)
+            dead = replace(replan, outcome=ReplanOutcome.DEAD_LETTERED, dlq_id=entry.dlq_id)
+            batch.replans.append(dead)
+            return
+        batch.outgoing.append(
+            OutboxMessage(
+                topic=self._settings.topics.requests,
+                key=request.key,
+                value=request.value or b"",
+                headers=replan_headers(request.headers, ReplanMark(op_id, attempt)),
+            )
+        )
+        batch.replans.append(replace(replan, outcome=ReplanOutcome.REQUESTED))
+
+    def _request_of(self, submission: Submission) -> tuple[RequestMessage, GraphIngestError | None]:
+        """The request as it was submitted, read again at its recorded position; or its position
+        and why it cannot be replanned (gone from the topic)."""
+        topic, partition, offset = submission.source
+        record = read_at(self._settings.kafka, topic, partition, offset)
+        found = RequestMessage(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            key=None if record is None else record.key,
+            value=None if record is None else record.value,
+            headers=() if record is None else record.headers,
+        )
+        if record is not None:
+            return found, None
+        return found, GraphIngestError(
+            f"the request of submission {submission.submission_id} is no longer at "
+            f"{topic}[{partition}]@{offset} (retention?): it cannot be replanned",
+            code=StatusCode.DATA_LOSS,
+        )
+
+
+__all__ = ["ConflictWatcher", "OperationMessage", "ReplansExhausted", "decode_operation_message"]
