@@ -195,3 +195,65 @@ def test_a_request_that_keeps_conflicting_ends_in_the_dlq_after_max_replans(
     state = pipeline.store.get_document_state("kb", "doc")
     assert state is not None and state.revision == 1
     assert f"DLQ entry {entry.dlq_id}" in status(pipeline, chain[2])
+
+
+# -- planning DLQ entries replayed -------------------------------------------------------------
+
+
+class UpgradablePlanner(ForgetfulPlanner):
+    """The real planner, replaced by one on a newer graph schema when ``upgrade`` is called."""
+
+    def upgrade(self, pipeline: Pipeline, version: str) -> None:
+        schema = example_schema(version)
+        self.inner = Planner(
+            schema,
+            {"rules": RulesExtractor(schema)},
+            pipeline.store,
+            PlannerSettings(),
+            graph=pipeline.graph,
+        )
+
+
+def test_requests_that_failed_planning_are_replayed_through_the_cli_and_apply(
+    pipeline: Pipeline,
+) -> None:
+    planner = UpgradablePlanner(pipeline)
+    pipeline.start_planner(planner)
+    pipeline.start_applier()
+    # Given two requests naming a graph schema version the planner does not have yet
+    newer = "2026-12-02"
+    ids = submit(
+        pipeline,
+        request("doc-a", DOC_V1, schema_version=newer),
+        request("doc-b", DOC_V2, schema_version=newer),
+    )
+    entries = {e.document_id: e for e in pipeline.dlq_entries(2)}
+    assert {e.code for e in entries.values()} == {StatusCode.FAILED_PRECONDITION}
+    assert {e.original_topic for e in entries.values()} == {pipeline.settings.topics.requests}
+
+    # When the planner has the schema, and one entry is replayed, then all the others
+    planner.upgrade(pipeline, newer)
+    runner = CliRunner(env=pipeline.env())
+    one = runner.invoke(cli, ["dlq", "replay", entries["doc-a"].dlq_id])
+    assert one.exit_code == 0, one.output
+    assert f"request re-submitted to {pipeline.settings.topics.requests}" in one.output
+    rest = runner.invoke(cli, ["dlq", "replay-all"])
+    assert rest.exit_code == 0, rest.output
+
+    # Then both are planned and applied, and their entries are REPLAYED
+    for submission_id, document_id in zip(ids, ("doc-a", "doc-b"), strict=True):
+        pipeline.wait_stage(planned_as(pipeline, submission_id), Stage.COMPLETED)
+        state = pipeline.store.get_document_state("kb", document_id)
+        assert state is not None and (state.revision, state.schema_version) == (1, newer)
+    replayed = [pipeline.store.get_dlq_entry(e.dlq_id) for e in entries.values()]
+    assert all(e is not None and e.status.value == "REPLAYED" for e in replayed)
+    # the requests went back as the producer sent them, marked with their entry
+    resent = {
+        h[kafka_headers.DLQ_REPLAY].decode(): (k, h[kafka_headers.SUBMISSION_ID].decode())
+        for k, _, h in read_to_end(pipeline.settings, pipeline.settings.topics.requests)
+        if kafka_headers.DLQ_REPLAY in h
+    }
+    assert resent == {
+        entries["doc-a"].dlq_id: (b"kb/doc-a", ids[0]),
+        entries["doc-b"].dlq_id: (b"kb/doc-b", ids[1]),
+    }

@@ -217,7 +217,9 @@ def replay(dlq_id: str, force: bool, as_json: bool) -> None:
 
     The plan goes back unchanged, with its operation id (the operation's stored plan, else the
     dead-lettered message) and the header dlq_replay=DLQ_ID; if it fails again, it returns to
-    this entry with its history extended. Refused (exit 5) for a RESOLVED entry, a REPLAYED one
+    this entry with its history extended. A planning entry (a request that could not be planned:
+    its original topic is the requests topic) submits its request again, as the producer sent
+    it, with dlq_replay=DLQ_ID: the planner plans it afresh. Refused (exit 5) for a RESOLVED entry, a REPLAYED one
     without --force, a CONFLICT (the plan is stale: a replan is needed), a COMPLETED operation,
     an entry that holds no plan (purge it), and a version that followed its predecessor to the
     DLQ while that one is pending (replay that one: this one is released when it completes).
@@ -227,6 +229,7 @@ def replay(dlq_id: str, force: bool, as_json: bool) -> None:
     Example:
       graph-ingest dlq replay dlq-3f2a…
     """
+    from graph_ingest.dlq.replay import PlanSource
     from graph_ingest.dlq.views import replay_item_json
 
     settings = load_settings()
@@ -235,7 +238,11 @@ def replay(dlq_id: str, force: bool, as_json: bool) -> None:
     if as_json:
         _echo_json(replay_item_json(item))
         return
-    line = f"replayed {item.entry.dlq_id} {item.entry.operation_id}: plan re-published to {settings.topics.plans}"
+    if item.source is PlanSource.REQUEST:
+        where = f"request re-submitted to {settings.topics.requests}"
+    else:
+        where = f"plan re-published to {settings.topics.plans}"
+    line = f"replayed {item.entry.dlq_id} {item.entry.operation_id}: {where}"
     click.echo(line + (f"; {item.reason}" if item.reason else ""))
 
 

@@ -18,6 +18,10 @@ plan can no longer do is refused here, saying what to do instead:
 
 The plan is the operation's stored frozen plan when the operation exists (the bytes admission
 stored), else the dead-lettered message's own value when that decodes and verifies.
+
+A planning entry (a request that could not be planned: its original topic is the requests topic)
+holds no plan: its replay submits the request again (``RequestReplay``), its key, value and
+headers as the producer sent them, with ``dlq_replay: <dlq id>``; the planner plans it afresh.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.planning.replans import carried_headers
 from graph_ingest.producers.plan_publisher import sized_plan_message
-from graph_ingest.schemas.codec import decode_plan
+from graph_ingest.schemas.codec import decode_ingest_request, decode_plan
 from graph_ingest.store.base import DlqEntry, OutboxMessage, PlanClaim
 
 
@@ -43,6 +48,8 @@ class PlanSource(StrEnum):
     """The operation's frozen plan, as admission stored it."""
     ENVELOPE = "envelope"
     """The dead-lettered message's value (no operation holds the plan)."""
+    REQUEST = "request"
+    """A planning entry's ingest request, submitted again to the requests topic to be planned."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +78,41 @@ class Replay:
                 kafka_headers.TRACE_ID: self.trace_id,
             },
         )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestReplay:
+    """A planning entry's ingest request, ready to go back to the requests topic: its key, value
+    and headers as the producer sent them, with ``dlq_replay: <dlq id>``."""
+
+    entry: DlqEntry
+    outgoing: OutboxMessage
+    source: PlanSource = PlanSource.REQUEST
+    waits_for: int | None = None  # it is planned afresh: nothing to wait for
+
+
+def request_replay(entry: DlqEntry, envelope: DlqEnvelope) -> RequestReplay:
+    """The replay of a planning entry (its original topic the requests topic); DlqRefused when it
+    holds no request (undecodable: it would only fail again)."""
+    try:
+        decode_ingest_request(envelope.original_value or b"")
+    except Exception as exc:  # hostile bytes may raise anything in third-party code
+        raise DlqRefused(
+            f"entry {entry.dlq_id} holds no ingest request that can be replayed "
+            f"({type(exc).__name__}: {exc}): purge it with a reason "
+            "(`graph-ingest dlq purge ID --reason …`)"
+        ) from exc
+    assert envelope.original_value is not None  # it decoded
+    headers = carried_headers([(h.key, h.value) for h in envelope.original_headers])
+    return RequestReplay(
+        entry=entry,
+        outgoing=OutboxMessage(
+            topic=envelope.original_topic,
+            key=envelope.original_key,
+            value=envelope.original_value,
+            headers={**headers, kafka_headers.DLQ_REPLAY: entry.dlq_id},
+        ),
+    )
 
 
 def status_refusal(entry: DlqEntry, *, force: bool) -> str | None:
@@ -185,10 +227,12 @@ def waits_for(plan: IngestionPlan, committed: DocumentState | None) -> int | Non
 __all__ = [
     "PlanSource",
     "Replay",
+    "RequestReplay",
     "choose_plan",
     "decoded_plan",
     "leader_refusal",
     "plan_refusal",
+    "request_replay",
     "status_refusal",
     "waits_for",
 ]

@@ -24,9 +24,11 @@ from graph_ingest.dlq.errors import DlqEntryNotFound, DlqRefused, DlqWaiting
 from graph_ingest.dlq.replay import (
     PlanSource,
     Replay,
+    RequestReplay,
     choose_plan,
     leader_refusal,
     plan_refusal,
+    request_replay,
     status_refusal,
     waits_for,
 )
@@ -117,6 +119,7 @@ class DlqReplayer:
         self._store = store
         self._producer = producer
         self._plans_topic = settings.topics.plans
+        self._requests_topic = settings.topics.requests
         self._max_message_bytes = settings.topics.max_message_bytes
         self._dlq_topic = settings.topics.dlq
         self._publish_timeout_s = settings.dlq.publish_timeout_s
@@ -128,8 +131,9 @@ class DlqReplayer:
             raise DlqEntryNotFound(f"DLQ entry {dlq_id} not found")
         return found
 
-    def prepare(self, entry: DlqEntry, *, force: bool = False) -> Replay:
-        """The replay of ``entry``, checked; DlqRefused with the reason when there is none."""
+    def prepare(self, entry: DlqEntry, *, force: bool = False) -> Replay | RequestReplay:
+        """The replay of ``entry``, checked; DlqRefused with the reason when there is none. A
+        planning entry (its original topic the requests topic) replays its request."""
         refused = status_refusal(entry, force=force)
         if refused:
             raise DlqRefused(refused)
@@ -141,6 +145,8 @@ class DlqReplayer:
                 f"entry {entry.dlq_id}: its stored envelope cannot be decoded ({exc}); "
                 "`graph-ingest dlq reindex` rebuilds the index from the DLQ topic"
             ) from exc
+        if envelope.original_topic == self._requests_topic:
+            return request_replay(entry, envelope)
         operation = self._store.get_operation(entry.operation_id) if entry.operation_id else None
         stored = self._store.get_plan_bytes(operation.operation_id) if operation else None
         plan, plan_bytes, source = choose_plan(entry, envelope, operation, stored)
@@ -260,23 +266,27 @@ class DlqReplayer:
             )
             return ReplayItem(entry, Action.FAILED, source=ready.source, error=info)
 
-    def _publish(self, ready: Replay) -> ReplayItem:
+    def _publish(self, ready: Replay | RequestReplay) -> ReplayItem:
         entry = ready.entry
-        message, claim = ready.message(self._plans_topic, max_bytes=self._max_message_bytes)
-        if claim is not None:
-            with self._store.unit_of_work() as uow:
-                uow.put_plan_claims([claim])
+        if isinstance(ready, RequestReplay):
+            message = ready.outgoing
+        else:
+            message, claim = ready.message(self._plans_topic, max_bytes=self._max_message_bytes)
+            if claim is not None:
+                with self._store.unit_of_work() as uow:
+                    uow.put_plan_claims([claim])
         self._producer.start()  # idempotent
         self._producer.produce_batch([message], timeout_s=self._publish_timeout_s)
         log.info(
-            "%s replayed %s op=%s key=%s (%s plan)",
-            self._plans_topic,
+            "%s replayed %s op=%s key=%s (%s)",  # source: stored, envelope or request
+            message.topic,
             entry.dlq_id,
-            ready.plan.operation_id,
-            ready.plan.key,
+            message.operation_id,
+            message.key.decode("utf-8", "replace") if message.key else None,
             ready.source,
         )
-        note = f"replayed to {self._plans_topic} ({ready.source} plan)"
+        what = "its request" if isinstance(ready, RequestReplay) else f"{ready.source} plan"
+        note = f"replayed to {message.topic} ({what})"
         marked = set_status(
             self._store, self._dlq_topic, entry.dlq_id, DlqStatus.REPLAYED, note, seen=entry
         )
@@ -288,8 +298,8 @@ class DlqReplayer:
         return ReplayItem(marked, Action.REPLAYED, source=ready.source, reason=_remark(ready))
 
 
-def _remark(ready: Replay) -> str | None:
-    if ready.waits_for is None:
+def _remark(ready: Replay | RequestReplay) -> str | None:
+    if not isinstance(ready, Replay) or ready.waits_for is None:
         return None
     behind = (
         f" (it followed {ready.entry.parked_behind} to the DLQ)"

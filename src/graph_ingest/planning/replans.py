@@ -51,16 +51,20 @@ def replan_mark(headers: Headers) -> ReplanMark | None:
     return ReplanMark(replan_of, int(attempt))
 
 
-def replan_headers(headers: Headers, mark: ReplanMark) -> dict[str, str]:
-    """The headers of the re-submitted request: the request's own (submission id, traceparent,
-    content type) and the replan's."""
-    kept = {
+def carried_headers(headers: Headers) -> dict[str, str]:
+    """The headers a request submitted again (a replan, a DLQ replay) keeps of the copy it is made
+    of: the request's own (submission id, traceparent, content type), not how that copy came."""
+    return {
         key: value.decode("utf-8", "replace")
         for key, value in headers or ()
         if value is not None and key not in _NOT_CARRIED
     }
+
+
+def replan_headers(headers: Headers, mark: ReplanMark) -> dict[str, str]:
+    """The headers of the re-submitted request: its own (``carried_headers``) and the replan's."""
     return {
-        **kept,
+        **carried_headers(headers),
         kafka_headers.REPLAN_OF: mark.replan_of,
         kafka_headers.REPLAN_ATTEMPT: str(mark.attempt),
     }
@@ -129,6 +133,7 @@ def replan_standing(
 __all__ = [
     "ConflictAction",
     "ReplanMark",
+    "carried_headers",
     "on_conflict",
     "replan_headers",
     "replan_mark",
