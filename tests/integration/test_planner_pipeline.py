@@ -1,4 +1,4 @@
-"""Documents planned by the rules extractor over examples/graph_schema.yaml, with the real
+"""Documents planned by the rules extractor over src/graph_ingest/demo/graph_schema.yaml, with the real
 PostgreSQL store as the planner's view, and applied by the real applier to Neo4j."""
 
 from __future__ import annotations

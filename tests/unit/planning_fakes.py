@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.state import DocumentState
@@ -17,7 +17,7 @@ from graph_ingest.planning.extractor import Extractor
 from graph_ingest.planning.graph_schema import GraphSchema, load_graph_schema
 from graph_ingest.planning.request import IngestRequest
 
-EXAMPLE_SCHEMA = Path(__file__).resolve().parents[2] / "examples" / "graph_schema.yaml"
+EXAMPLE_SCHEMA = BUNDLED_GRAPH_SCHEMA
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
