@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.plan import IngestionPlan
@@ -90,3 +92,8 @@ def request(document_id: str, content: str, **fields: Any) -> IngestRequest:
         "content": content,
     }
     return IngestRequest(**{**values, **fields})
+
+
+def issue_count(registry: CollectorRegistry, code: str) -> float | None:
+    """How many extraction issues of ``code`` the planning metrics on ``registry`` counted."""
+    return registry.get_sample_value("graph_ingest_planner_extraction_issues_total", {"code": code})

@@ -19,7 +19,7 @@ from graph_ingest.planning.metrics import PlanningMetrics
 from graph_ingest.planning.request_planner import load_planner_factory
 from graph_ingest.settings import LlmSettings, PlannerSettings, Settings
 from graph_ingest.store.base import StoreError
-from tests.unit.planning_fakes import request
+from tests.unit.planning_fakes import issue_count, request
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -80,10 +80,6 @@ def test_issues_are_counted_by_code() -> None:
     metrics.record_issues(request("a", "text"), issues)
     assert issue_count(registry, "MALFORMED_OUTPUT") == 2
     assert issue_count(registry, "LOW_CONFIDENCE") == 1
-
-
-def issue_count(registry: CollectorRegistry, code: str) -> float | None:
-    return registry.get_sample_value("graph_ingest_planner_extraction_issues_total", {"code": code})
 
 
 def test_worker_planner_without_a_graph_schema_is_one_clear_line(
