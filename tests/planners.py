@@ -34,6 +34,12 @@ class CandidatePlanner:
         self.forgotten: set[tuple[str, str]] = set()
         self._planned: dict[tuple[str, str], DocumentState] = {}
 
+    def start(self) -> None:
+        """Nothing to open: it plans from the request alone."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
     def plan(self, request: IngestRequest) -> IngestionPlan:
         text = request.content or ""
         self.calls[request.key] += 1

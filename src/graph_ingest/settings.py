@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graph_ingest.domain.identifiers import Identifier
+from graph_ingest.domain.plan import GraphOptions
 
 
 class _Section(BaseModel):
@@ -369,6 +370,17 @@ class PlannerSettings(_Section):
     ``chunk_max_chars`` shape the plan a document gets, so they are part of the extraction
     fingerprint: changing one re-plans documents that would otherwise be unchanged."""
 
+    graph_schema: Path | None = Field(
+        default=None,
+        description="the graph schema file (YAML or JSON) the planner plans with, its extraction"
+        " rules included (required by the default factory; the demo's is bundled:"
+        " graph_ingest/demo/graph_schema.yaml)",
+    )
+    graph: GraphOptions = Field(
+        default_factory=GraphOptions,
+        description="where plans write in Neo4j: the database (GRAPH__DATABASE) and the label"
+        " every node carries (GRAPH__NODE_LABEL)",
+    )
     extractor: str = Field(
         default="rules",
         min_length=1,
@@ -419,7 +431,7 @@ class PlannerSettings(_Section):
     )
     transactional_id_prefix: str = Field(default="graph-ingest-planner", min_length=1)
     factory: str = Field(
-        default="graph_ingest.planning.planner:build_planner",
+        default="graph_ingest.consumers.wiring:build_planner",
         description="module:function that builds the planner from the settings",
     )
 

@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer
 from neo4j import GraphDatabase
 
 from graph_ingest.consumers.wiring import postgres_store, run_applier, run_planner
+from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
@@ -200,6 +201,14 @@ class Pipeline:
         )
         thread.start()
         self._threads.append(thread)
+
+    def real_planner_settings(self, **planner: Any) -> Settings:
+        """This pipeline's settings for the real planner (``build_planner``): the bundled graph
+        schema, plans into this pipeline's graph label; ``planner``: other planner settings."""
+        update = {"graph_schema": BUNDLED_GRAPH_SCHEMA, "graph": self.graph, **planner}
+        return self.settings.model_copy(
+            update={"planner": self.settings.planner.model_copy(update=update)}
+        )
 
     def start_relay(self) -> None:
         self._relay = OutboxRelay(self.settings)

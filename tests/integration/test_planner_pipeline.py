@@ -1,4 +1,4 @@
-"""Documents planned by the rules extractor over examples/graph_schema.yaml, with the real
+"""Documents planned by the rules extractor over src/graph_ingest/demo/graph_schema.yaml, with the real
 PostgreSQL store as the planner's view, and applied by the real applier to Neo4j."""
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ def test_an_out_of_order_source_version_is_rejected_with_its_reason(pipeline: Pi
     pipeline.start_applier()
     planner, _ = planner_for(pipeline)
     apply(pipeline, planner.plan(request("a", DOC_A, document_version="7", source_updated_at=T0)))
-    planner.planned.forget([("kb", "a")])  # the committed state alone says what came before
+    planner.forget([("kb", "a")])  # the committed state alone says what came before
 
     with pytest.raises(PlanningError) as raised:
         planner.plan(

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
+from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
 from graph_ingest.planning.request import RequestKind
 from graph_ingest.schemas.codec import decode_ingest_request
 from tests.integration.pipeline import Pipeline
@@ -17,6 +18,11 @@ from tests.kafka_messages import read_to_end
 from tests.planners import build
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+def cli_env(pipeline: Pipeline) -> dict[str, str]:
+    """The pipeline's settings, and a planner schema file: its version fills --schema-version."""
+    return {**pipeline.env(), "GRAPH_INGEST_PLANNER__GRAPH_SCHEMA": str(BUNDLED_GRAPH_SCHEMA)}
 
 
 def requests_on_topic(pipeline: Pipeline) -> list[tuple[bytes, bytes, dict[str, bytes]]]:
@@ -33,7 +39,7 @@ def test_a_directory_submitted_with_wait_is_planned_and_applied(
     (corpus / "team" / "alice.txt").write_text("Alice works with Bob.")
     (corpus / "carol.txt").write_text("Carol knows Dave.")
 
-    result = CliRunner(env=pipeline.env()).invoke(
+    result = CliRunner(env=cli_env(pipeline)).invoke(
         cli, ["submit", "--space", "kb", "--wait", "--timeout", "2m", "--json", str(corpus)]
     )
 
@@ -44,7 +50,7 @@ def test_a_directory_submitted_with_wait_is_planned_and_applied(
     state = pipeline.store.get_document_state("kb", "team/alice.txt")
     assert state is not None and state.revision == 1
     # and `status` finds the operation by the submission id
-    shown = CliRunner(env=pipeline.env()).invoke(cli, ["status", reported[0]["submission_id"]])
+    shown = CliRunner(env=cli_env(pipeline)).invoke(cli, ["status", reported[0]["submission_id"]])
     assert shown.exit_code == 0, shown.output
     assert f"submission  {reported[0]['submission_id']}" in shown.output
     assert "stage       COMPLETED" in shown.output
@@ -53,7 +59,7 @@ def test_a_directory_submitted_with_wait_is_planned_and_applied(
 def test_stdin_and_jsonl_requests_are_sent_with_their_fields(
     pipeline: Pipeline, tmp_path: Path
 ) -> None:
-    runner = CliRunner(env=pipeline.env())
+    runner = CliRunner(env=cli_env(pipeline))
     piped = runner.invoke(
         cli,
         [
@@ -99,7 +105,7 @@ def test_stdin_and_jsonl_requests_are_sent_with_their_fields(
 
 
 def test_oversized_or_malformed_input_sends_nothing(pipeline: Pipeline, tmp_path: Path) -> None:
-    env = {**pipeline.env(), "GRAPH_INGEST_TOPICS__MAX_MESSAGE_BYTES": "4096"}
+    env = {**cli_env(pipeline), "GRAPH_INGEST_TOPICS__MAX_MESSAGE_BYTES": "4096"}
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.txt").write_text("Small.")
@@ -112,11 +118,16 @@ def test_oversized_or_malformed_input_sends_nothing(pipeline: Pipeline, tmp_path
 
     oversized = runner.invoke(cli, ["submit", "--space", "kb", str(corpus)])
     malformed = runner.invoke(cli, ["submit", "--space", "kb", str(bad_lines)])
+    unversioned = CliRunner(env=pipeline.env()).invoke(
+        cli, ["submit", "--space", "kb", str(corpus / "a.txt")]
+    )
 
     assert oversized.exit_code == ExitCode.INVALID_INPUT, oversized.output
     assert "kb/b.txt is " in oversized.output and "at most 4096" in oversized.output
     assert malformed.exit_code == ExitCode.INVALID_INPUT, malformed.output
     assert "bad.jsonl:2: invalid JSON" in malformed.output
+    assert unversioned.exit_code == ExitCode.USAGE, unversioned.output
+    assert "pass --schema-version" in unversioned.output
     assert requests_on_topic(pipeline) == []
 
 
@@ -128,7 +139,7 @@ def test_wait_exits_not_completed_when_the_planner_refuses_a_document(
     path = tmp_path / "refused.txt"
     path.write_text("PERMANENT")
 
-    result = CliRunner(env=pipeline.env()).invoke(
+    result = CliRunner(env=cli_env(pipeline)).invoke(
         cli, ["submit", "--space", "kb", "--wait", "--timeout", "1m", str(path)]
     )
 
@@ -136,9 +147,9 @@ def test_wait_exits_not_completed_when_the_planner_refuses_a_document(
     assert "not planned: DLQ entry dlq-" in result.stdout
     assert "0 of 1 completed" in result.stderr
     submission_id = result.stdout.split()[0]
-    shown = CliRunner(env=pipeline.env()).invoke(cli, ["status", submission_id])
+    shown = CliRunner(env=cli_env(pipeline)).invoke(cli, ["status", submission_id])
     assert shown.exit_code == 0 and "not planned: DLQ entry" in shown.output
-    listed = CliRunner(env=pipeline.env()).invoke(cli, ["dlq", "list", "--json"])
+    listed = CliRunner(env=cli_env(pipeline)).invoke(cli, ["dlq", "list", "--json"])
     assert listed.exit_code == 0, listed.output
     (entry,) = json.loads(listed.stdout)["entries"]
     assert (entry["space"], entry["document_id"]) == ("kb", "refused.txt")
@@ -146,7 +157,7 @@ def test_wait_exits_not_completed_when_the_planner_refuses_a_document(
 
 
 def test_retract_sends_a_retraction_request(pipeline: Pipeline) -> None:
-    result = CliRunner(env=pipeline.env()).invoke(
+    result = CliRunner(env=cli_env(pipeline)).invoke(
         cli, ["retract", "--space", "kb", "--document-id", "n-1"]
     )
 

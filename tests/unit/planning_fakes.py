@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
+from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.state import DocumentState
@@ -17,7 +19,7 @@ from graph_ingest.planning.extractor import Extractor
 from graph_ingest.planning.graph_schema import GraphSchema, load_graph_schema
 from graph_ingest.planning.request import IngestRequest
 
-EXAMPLE_SCHEMA = Path(__file__).resolve().parents[2] / "examples" / "graph_schema.yaml"
+EXAMPLE_SCHEMA = BUNDLED_GRAPH_SCHEMA
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
@@ -90,3 +92,8 @@ def request(document_id: str, content: str, **fields: Any) -> IngestRequest:
         "content": content,
     }
     return IngestRequest(**{**values, **fields})
+
+
+def issue_count(registry: CollectorRegistry, code: str) -> float | None:
+    """How many extraction issues of ``code`` the planning metrics on ``registry`` counted."""
+    return registry.get_sample_value("graph_ingest_planner_extraction_issues_total", {"code": code})

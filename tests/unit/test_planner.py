@@ -156,7 +156,7 @@ def test_versions_faster_than_they_apply_are_planned_on_the_planned_state() -> N
     # v3 diffs against v2's planned state: the edge v2 dropped comes back, v2's edges go stale
     assert edge_types(v3.next_state.superseded_edge_keys) == {"WORKS_ON"}
     # once forgotten (partition revoked), the committed state is the base again
-    p.planned.forget([("kb", "a")])
+    p.forget([("kb", "a")])
     assert p.plan(request("a", DOC_A_V2, document_version="4")).expected_revision == 0
 
 
@@ -180,7 +180,7 @@ def test_stale_edges_are_superseded_and_deleted_only_when_unreferenced() -> None
     member = next(k for k in a1.next_state.edge_keys if k.type == "MEMBER_OF")
 
     dropped = p.plan(request("a", "Carol works on Project Atlas.", document_version="2"))
-    p.planned.forget([("kb", "a")])
+    p.forget([("kb", "a")])
     kept = p.plan(
         request(
             "a",
@@ -208,7 +208,7 @@ def test_a_stale_edge_another_document_lists_is_kept_committed_or_planned() -> N
     assert owns in update.next_state.superseded_edge_keys
     assert owns not in update.mutation.edge_deletes  # b's planned state still lists it
     view.commit(b)
-    p.planned.forget([("kb", "a"), ("kb", "b")])
+    p.forget([("kb", "a"), ("kb", "b")])
     again = p.plan(request("a", "Bob is a member of the Payments Team.", document_version="2"))
     assert owns not in again.mutation.edge_deletes  # b's committed state lists it
 
@@ -220,7 +220,7 @@ def test_a_retraction_deletes_what_no_other_document_lists() -> None:
     b = p.plan(request("b", DOC_B))
     view.commit(a)
     view.commit(b)
-    p.planned.forget([("kb", "a"), ("kb", "b")])
+    p.forget([("kb", "a"), ("kb", "b")])
 
     retract_b = p.plan(request("b", None, kind=RequestKind.RETRACT))
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.planning.candidates import Chunk, Extraction
 from graph_ingest.planning.chunking import chunk_document
@@ -17,7 +17,7 @@ from graph_ingest.planning.rules import MAX_EVIDENCE, RulesExtractor
 
 pytestmark = pytest.mark.timeout(30)
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "graph_schema.yaml"
+EXAMPLE = BUNDLED_GRAPH_SCHEMA
 
 SCHEMA: dict[str, Any] = {
     "version": "1",

@@ -11,12 +11,15 @@ from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 @click.command("demo")
 @reports_errors
 def demo() -> None:
-    """Bring the local stack up, apply a handful of sample plans, print what happened.
+    """Bring the local stack up, plan and apply a small bundled corpus, print what happened.
 
     Starts Kafka, Neo4j and PostgreSQL if they are not running (first run downloads jars),
-    creates topics, migrates, runs an applier and the outbox relay in this process, publishes
-    two versions of one document, a second document sharing an entity, and a stale plan that
-    must end in CONFLICT. The stack keeps running afterwards: `graph-ingest stack down` stops it.
+    creates topics, migrates, runs a planner worker (rules extractor, bundled graph schema) and
+    an applier with the outbox relay in this process, then submits real text documents in
+    rounds: every document, an updated version that drops a relation, an unchanged
+    resubmission (NO_OP), a retraction. Prints every operation's final stage and the graph;
+    exits 1 if anything did not end where it should. The stack keeps running afterwards:
+    `graph-ingest stack down` stops it.
 
     \b
     Example:
@@ -32,6 +35,6 @@ def demo() -> None:
         raise SystemExit(ExitCode.ERROR)
     click.echo(
         "demo finished: every operation ended where it should.\n"
-        "  follow one:     graph-ingest status <operation id> [--json]\n"
+        "  follow one:     graph-ingest status <submission id> [--json]\n"
         "  stop the stack: graph-ingest stack down"
     )

@@ -13,6 +13,7 @@ import click
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 from graph_ingest.cli.params import Duration
+from graph_ingest.planning.graph_schema import load_graph_schema
 from graph_ingest.planning.request import IngestRequest, RequestKind, StaleRelationPolicy
 from graph_ingest.producers.follow import Followed
 from graph_ingest.producers.ingest_producer import Submitted
@@ -57,7 +58,9 @@ def _wait_options(command: Any) -> Any:
 )
 @click.option("--version", "document_version", help="Document version (default: content hash).")
 @click.option(
-    "--schema-version", default="1", show_default=True, help="Graph schema version to plan with."
+    "--schema-version",
+    help="Graph schema version to plan with (default: the version of the schema file that "
+    "GRAPH_INGEST_PLANNER__GRAPH_SCHEMA names).",
 )
 @click.option(
     "--stale-relations",
@@ -74,7 +77,7 @@ def submit(
     space: str | None,
     document_id: str | None,
     document_version: str | None,
-    schema_version: str,
+    schema_version: str | None,
     stale_relations: str,
     batch_id: str | None,
     wait: bool,
@@ -101,16 +104,17 @@ def submit(
       graph-ingest submit --space kb corpus/
       graph-ingest submit --wait --timeout 5m requests.jsonl
     """
+    settings = load_settings()
     defaults = RequestDefaults(
         space=space,
         document_id=document_id,
         document_version=document_version,
-        schema_version=schema_version,
+        schema_version=_schema_version(settings, schema_version),
         stale_relation_policy=_STALE[stale_relations],
         batch_id=batch_id,
     )
     requests = read_requests(source, defaults, stdin=sys.stdin)
-    _send_and_report(load_settings(), requests, wait=wait, timeout_s=timeout, as_json=as_json)
+    _send_and_report(settings, requests, wait=wait, timeout_s=timeout, as_json=as_json)
 
 
 @click.command("retract")
@@ -123,14 +127,18 @@ def submit(
     show_default=True,
     help="The version this retraction is recorded as.",
 )
-@click.option("--schema-version", default="1", show_default=True, help="Graph schema version.")
+@click.option(
+    "--schema-version",
+    help="Graph schema version recorded with the retraction (default: that of the schema file "
+    "GRAPH_INGEST_PLANNER__GRAPH_SCHEMA names; a retraction does not depend on it).",
+)
 @_wait_options
 @reports_errors
 def retract(
     space: str,
     document_id: str,
     document_version: str,
-    schema_version: str,
+    schema_version: str | None,
     wait: bool,
     timeout: float,
     as_json: bool,
@@ -142,17 +150,39 @@ def retract(
     Example:
       graph-ingest retract --space kb --document-id notes-1 --wait
     """
+    settings = load_settings()
+    recorded = schema_version or _configured_schema_version(settings) or _UNSPECIFIED
     request = RequestDefaults.build(
         lambda: IngestRequest(
             kind=RequestKind.RETRACT,
             space=space,
             document_id=document_id,
             document_version=document_version,
-            schema_version=schema_version,
+            schema_version=recorded,
         ),
         where=f"{space}/{document_id}",
     )
-    _send_and_report(load_settings(), [request], wait=wait, timeout_s=timeout, as_json=as_json)
+    _send_and_report(settings, [request], wait=wait, timeout_s=timeout, as_json=as_json)
+
+
+_UNSPECIFIED = "unspecified"
+
+
+def _configured_schema_version(settings: Settings) -> str | None:
+    path = settings.planner.graph_schema
+    return None if path is None else load_graph_schema(path).version
+
+
+def _schema_version(settings: Settings, given: str | None) -> str:
+    """The schema version requests are planned with: ``--schema-version``, else the version of
+    the configured schema file. The planner refuses a request naming another version."""
+    version = given or _configured_schema_version(settings)
+    if version is None:
+        raise click.UsageError(
+            "no graph schema version: pass --schema-version, or set "
+            "GRAPH_INGEST_PLANNER__GRAPH_SCHEMA to the planner's schema file (its version is used)"
+        )
+    return version
 
 
 def _send_and_report(

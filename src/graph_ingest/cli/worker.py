@@ -44,7 +44,7 @@ def applier(relay: bool) -> None:
     "factory",
     metavar="MODULE:FUNCTION",
     help="The function that builds the planner from the settings (default: "
-    "GRAPH_INGEST_PLANNER__FACTORY, graph_ingest.planning.planner:build_planner).",
+    "GRAPH_INGEST_PLANNER__FACTORY, graph_ingest.consumers.wiring:build_planner).",
 )
 @reports_errors
 def planner(factory: str | None) -> None:

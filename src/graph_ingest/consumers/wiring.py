@@ -1,5 +1,6 @@
 """Builds the workers from settings: an applier (the store, the graph writer, the Kafka loops and
-the outbox relay beside it) and a planner (the store, the planner, the transactional loop)."""
+the outbox relay beside it) and a planner (the store, the planner, the transactional loop), and
+the default planner factory (``build_planner``, ``PLANNER__FACTORY``)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,18 @@ from graph_ingest.consumers.applier import PlanApplier
 from graph_ingest.consumers.planner import PlannerWorker
 from graph_ingest.consumers.routing import Ladder
 from graph_ingest.consumers.runtime import ApplierWorker
+from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
+from graph_ingest.errors import ConfigurationError
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.kafka.degradation import DegradationPublisher
+from graph_ingest.planning.extractor import Extractor
+from graph_ingest.planning.graph_schema import GraphSchema, load_graph_schema
+from graph_ingest.planning.llm import LlmExtractor
+from graph_ingest.planning.metrics import PlanningMetrics, process_metrics
+from graph_ingest.planning.planner import Planner, Resource
 from graph_ingest.planning.request_planner import RequestPlanner
+from graph_ingest.planning.rules import RulesExtractor
 from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
@@ -166,10 +175,55 @@ def run_planner(
     *,
     store: OperationStore | None = None,
 ) -> None:
-    """Run one planner worker until ``stop`` is set."""
+    """Run one planner worker until ``stop`` is set; the planner is started first and closed
+    when the worker stops."""
     store = store or postgres_store(settings)
     store.start()
     try:
-        PlannerWorker(settings, planner, store).run(stop)
+        planner.start()
+        try:
+            PlannerWorker(settings, planner, store).run(stop)
+        finally:
+            planner.close()
     finally:
         store.close()
+
+
+def build_planner(settings: Settings, *, metrics: PlanningMetrics | None = None) -> Planner:
+    """The default planner factory: the graph schema of ``PLANNER__GRAPH_SCHEMA``, the one
+    extractor ``PLANNER__EXTRACTOR`` names (``rules``, or ``llm`` configured by
+    ``GRAPH_INGEST_LLM__*``), a PostgreSQL store of its own as its view, plans written into
+    ``PLANNER__GRAPH``. Touches no network: ``start`` opens the store. Extraction issues are
+    counted on ``metrics`` (default: this process's)."""
+    path = settings.planner.graph_schema
+    if path is None:
+        raise ConfigurationError(
+            "GRAPH_INGEST_PLANNER__GRAPH_SCHEMA is not set: name the graph schema file to plan "
+            f"with (the demo's is bundled: {BUNDLED_GRAPH_SCHEMA})"
+        )
+    schema = load_graph_schema(path)
+    extractor, owned = _extractor(settings, schema)
+    store = postgres_store(settings)
+    return Planner(
+        schema,
+        {extractor.name: extractor},
+        store,
+        settings.planner,
+        graph=settings.planner.graph,
+        on_issues=(metrics or process_metrics()).record_issues,
+        resources=(store, *owned),
+    )
+
+
+def _extractor(settings: Settings, schema: GraphSchema) -> tuple[Extractor, tuple[Resource, ...]]:
+    """The configured extractor and what of it the planner must release."""
+    name = settings.planner.extractor
+    if name == RulesExtractor.name:
+        return RulesExtractor(schema), ()
+    if name == LlmExtractor.name:
+        llm = LlmExtractor(settings.llm)
+        return llm, (llm,)
+    raise ConfigurationError(
+        f"GRAPH_INGEST_PLANNER__EXTRACTOR is {name!r}: the built-in planner knows "
+        f"{RulesExtractor.name!r} and {LlmExtractor.name!r}"
+    )

@@ -133,6 +133,25 @@ def count_relationships_query(base_label: str) -> str:
     return f"MATCH (:{base})-[r]->(:{base}) RETURN count(r) AS c"
 
 
+def named_nodes_query(base_label: str) -> str:
+    """The nodes of ``$ids`` the graph holds: their labels besides the base one, their name."""
+    base = quote(base_label, what="label")
+    return (
+        f"UNWIND $ids AS id MATCH (n:{base} {{{NODE_ID_PROPERTY}: id}}) "
+        f"RETURN [l IN labels(n) WHERE l <> $base] AS types, n.name AS name ORDER BY types, name"
+    )
+
+
+def named_relationships_query(base_label: str) -> str:
+    """The relationships between two nodes of ``$ids``, by the names of their ends."""
+    base = quote(base_label, what="label")
+    return (
+        f"MATCH (a:{base})-[r]->(b:{base}) "
+        f"WHERE a.{NODE_ID_PROPERTY} IN $ids AND b.{NODE_ID_PROPERTY} IN $ids "
+        f"RETURN a.name AS src, type(r) AS type, b.name AS dst ORDER BY src, type, dst"
+    )
+
+
 def existing_nodes_query(base_label: str) -> str:
     """Which of the node ids in ``$rows`` the graph holds (column ``id``)."""
     base = quote(base_label, what="label")

@@ -185,6 +185,32 @@ class Neo4jGraphWriter:
         action = f"count elements in {options.database}:{options.node_label}"
         return self._managed(options.database, action, count)
 
+    def named_elements(
+        self, options: GraphOptions, node_ids: Sequence[str]
+    ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+        """What a person reads of the part of the graph ``node_ids`` span: (type, name) of each
+        node the graph holds, (source name, type, target name) of each relationship between
+        two of them; sorted, one read transaction."""
+        ids = sorted(set(node_ids))
+        node_query = cypher.named_nodes_query(options.node_label)
+        relationship_query = cypher.named_relationships_query(options.node_label)
+
+        def read(
+            tx: neo4j.ManagedTransaction,
+        ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+            nodes = [
+                ("/".join(r["types"]), str(r["name"]))
+                for r in tx.run(node_query, ids=ids, base=options.node_label)
+            ]
+            relationships = [
+                (str(r["src"]), str(r["type"]), str(r["dst"]))
+                for r in tx.run(relationship_query, ids=ids)
+            ]
+            return nodes, relationships
+
+        action = f"read names in {options.database}:{options.node_label}"
+        return self._managed(options.database, action, read)
+
     def find_elements(
         self, options: GraphOptions, node_ids: Sequence[str], edge_keys: Sequence[EdgeKey]
     ) -> tuple[set[str], set[EdgeKey]]:

@@ -116,5 +116,8 @@ class LlmExtractor:
         )
         return extraction
 
+    def start(self) -> None:
+        """Nothing to open: the HTTP client is made on the first request."""
+
     def close(self) -> None:
         self._client.close()

@@ -7,7 +7,7 @@ when that is ahead of the committed one, else the committed state. Plans are pur
 the request, that previous state and what the store says (registry, other documents' states):
 planning the same request on the same state again gives a plan with the same fingerprint and
 operation id. ``plan`` remembers each plan's next state; a caller that does not publish a plan
-after all must ``planned.forget`` its document.
+after all must ``forget`` its document.
 
 * **NO_OP**: the same content hash, document version, schema version and extraction fingerprint
   as the previous state (and ``re_extract_unchanged`` off): the extractor is not called; the plan
@@ -83,6 +83,15 @@ class PlanningView(RegistryView, Protocol):
     ) -> set[tuple[tuple[str, str], str]]: ...
 
 
+class Resource(Protocol):
+    """Something a planner owns and opens and releases with itself (the store behind its view,
+    the model endpoint's client)."""
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 ContentReader = Callable[[str], str]
 IssueSink = Callable[[IngestRequest, Sequence[ExtractionIssue]], None]
 
@@ -123,7 +132,10 @@ class Planner:
         read_content: ContentReader = read_file_uri,
         on_issues: IssueSink | None = None,
         clock: Callable[[], datetime] = _utc_now,
+        resources: Sequence[Resource] = (),
     ) -> None:
+        """``resources``: what ``start`` opens and ``close`` releases (in reverse order); a view
+        or an extractor not listed belongs to the caller."""
         if settings.extractor not in extractors:
             raise ConfigurationError(
                 f"planner.extractor {settings.extractor!r} is not one of {sorted(extractors)}"
@@ -137,10 +149,24 @@ class Planner:
         self._read_content = read_content
         self._on_issues = on_issues
         self._clock = clock
+        self._resources = tuple(resources)
+
+    def start(self) -> None:
+        for resource in self._resources:
+            resource.start()
+
+    def close(self) -> None:
+        for resource in reversed(self._resources):
+            resource.close()
 
     @property
     def planned(self) -> PlannedStates:
         return self._planned
+
+    def forget(self, keys: Iterable[DocumentKey]) -> None:
+        """Drop what was planned for these documents: their plans were not published, or their
+        partitions went to another planner. Their next plan starts from the committed state."""
+        self._planned.forget(keys)
 
     def plan(self, request: IngestRequest) -> IngestionPlan:
         """Plan one request; PlanningError (with its status code) when it cannot be planned."""
@@ -444,4 +470,4 @@ def _fact(fact_id: str, kind: FactKind, evidence: Iterable[CandidateEvidence]) -
     return FactSource(fact_id=fact_id, kind=kind, evidence=tuple(unique[k] for k in sorted(unique)))
 
 
-__all__ = ["RETRACTION_FINGERPRINT", "Planner", "PlanningView", "read_file_uri"]
+__all__ = ["RETRACTION_FINGERPRINT", "Planner", "PlanningView", "Resource", "read_file_uri"]

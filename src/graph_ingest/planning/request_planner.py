@@ -1,6 +1,8 @@
-"""What the planner worker needs of a planner: plan one request, forget documents it gave away.
+"""What the planner worker needs of a planner: plan one request, forget documents it gave away,
+open and release what it holds.
 
-``graph_ingest.planning.planner.Planner`` implements it; the worker only knows this protocol, so
+``graph_ingest.planning.planner.Planner`` implements it (``consumers.wiring.build_planner``
+builds one from settings); the worker only knows this protocol, so
 another planner can be plugged in (``PLANNER__FACTORY``, ``worker planner --planner``).
 """
 
@@ -17,6 +19,15 @@ from graph_ingest.settings import Settings
 
 
 class RequestPlanner(Protocol):
+    def start(self) -> None:
+        """Open what the planner owns (its store connections); the worker calls it first."""
+        ...
+
+    def close(self) -> None:
+        """Release what ``start`` opened and any client made since (the model endpoint's); the
+        worker calls it when it stops."""
+        ...
+
     def plan(self, request: IngestRequest) -> IngestionPlan:
         """The frozen plan of ``request``, built on the latest state *planned* for its document
         (the committed one when this planner has planned none since). Raises PlanningError
