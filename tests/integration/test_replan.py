@@ -70,12 +70,18 @@ class ForgetfulPlanner:
             graph=pipeline.graph,
         )
 
+    def start(self) -> None:
+        self.inner.start()
+
+    def close(self) -> None:
+        self.inner.close()
+
     def plan(self, request: IngestRequest) -> IngestionPlan:
-        self.inner.planned.forget([(request.space, request.document_id)])
+        self.inner.forget([(request.space, request.document_id)])
         return self.inner.plan(request)
 
     def forget(self, keys: Iterable[tuple[str, str]]) -> None:
-        self.inner.planned.forget(keys)
+        self.inner.forget(keys)
 
 
 def submit(pipeline: Pipeline, *requests: IngestRequest) -> list[str]:
