@@ -14,13 +14,13 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import pairwise
 
-from graph_ingest.demo.samples import Entity, Relation, sample_plan
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.planning.errors import ExtractionFailed, PlanningError
 from graph_ingest.planning.request import IngestRequest
 from graph_ingest.settings import Settings
+from tests.samples import Entity, Relation, sample_plan
 
 _WORD = re.compile(r"\b[A-Z][a-z]+\b")
 _TRANSIENT = re.compile(r"TRANSIENT (\d+)(?: AFTER (\d+(?:\.\d+)?))?")

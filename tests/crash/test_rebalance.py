@@ -17,7 +17,6 @@ from confluent_kafka.admin import AdminClient
 
 from graph_ingest.consumers.runtime import ApplierWorker
 from graph_ingest.consumers.wiring import build_applier, postgres_store, started
-from graph_ingest.demo.samples import Entity, sample_plan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.waiting import wait_until
@@ -25,6 +24,7 @@ from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.integration.test_applier import doc_v1
 from tests.kafka_messages import group_offsets
+from tests.samples import Entity, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(420)]
 

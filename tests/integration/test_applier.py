@@ -2,13 +2,13 @@
 
 import pytest
 
-from graph_ingest.demo.samples import Entity, Relation, sample_plan
 from graph_ingest.domain.mutation import EdgeUpsert, Mutation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.schemas.codec import decode_dlq_envelope, encode_plan
 from tests.integration.pipeline import Pipeline
+from tests.samples import Entity, Relation, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -14,7 +14,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from graph_ingest.demo.samples import Entity, sample_plan
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
@@ -30,6 +29,7 @@ from graph_ingest.waiting import wait_until
 from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.integration.test_applier import doc_v1, planned_elements
+from tests.samples import Entity, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -7,7 +7,6 @@ from itertools import pairwise
 
 import pytest
 
-from graph_ingest.demo.samples import Entity, Relation, sample_plan
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
@@ -18,6 +17,7 @@ from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.settings import Settings
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
+from tests.samples import Entity, Relation, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

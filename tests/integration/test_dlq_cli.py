@@ -22,7 +22,6 @@ from click.testing import CliRunner, Result
 
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
-from graph_ingest.demo.samples import Entity, Relation, sample_plan
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
@@ -32,6 +31,7 @@ from graph_ingest.store.base import DlqEntry
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
+from tests.samples import Entity, Relation, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

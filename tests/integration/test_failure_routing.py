@@ -20,7 +20,6 @@ from graph_ingest.cli.main import cli
 from graph_ingest.consumers.applier import Outcome
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.consumers.wiring import build_applier, postgres_store, started
-from graph_ingest.demo.samples import Entity, Relation, sample_plan
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
@@ -41,6 +40,7 @@ from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.integration.test_applier import doc_v1, doc_v2, planned_elements, with_mutation
 from tests.kafka_messages import read_to_end
+from tests.samples import Entity, Relation, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

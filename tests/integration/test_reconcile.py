@@ -11,7 +11,6 @@ from click.testing import CliRunner, Result
 
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
-from graph_ingest.demo.samples import Entity, Relation, sample_plan
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
@@ -22,6 +21,7 @@ from graph_ingest.reconcile.service import Reconciler, RepairStatus
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.store.base import NewOperation
 from tests.integration.pipeline import Pipeline
+from tests.samples import Entity, Relation, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

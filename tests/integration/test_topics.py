@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from graph_ingest.demo.samples import Entity, Relation, sample_plan
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.kafka.admin import (
     TopicSpec,
@@ -24,6 +23,7 @@ from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
 from tests.kafka_messages import message_fields
+from tests.samples import Entity, Relation, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -2,10 +2,10 @@
 
 from datetime import UTC, datetime
 
-from graph_ingest.demo.samples import Entity, Relation, sample_plan
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
+from tests.samples import Entity, Relation, sample_plan
 
 ALICE = Entity("Person", "Alice")
 ACME = Entity("Company", "Acme")

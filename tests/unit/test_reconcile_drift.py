@@ -1,10 +1,10 @@
 """The pure part of reconcile: a committed state against what the graph returned."""
 
-from graph_ingest.demo.samples import Entity, Relation, sample_plan
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.reconcile.drift import Drift, compare, repair_plan, superseded_in_graph
 from graph_ingest.store.base import CommittedElements
+from tests.samples import Entity, Relation, sample_plan
 from tests.unit.plans import ACME, ALICE, BERLIN, plan_for
 
 GLOBEX = Entity("Company", "Globex")

@@ -1,7 +1,7 @@
-"""Sample plans for the demo and the tests: small documents about people and companies.
+"""Sample plans for the tests: small documents about people and companies.
 
-This is a hand-rolled stand-in for the planner (a later capability): it turns a list of
-entities and relations into a frozen plan against the document's previous state.
+Hand-built plans (no extraction): a list of entities and relations becomes a frozen plan against
+the document's previous state, so applier tests need no planner.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def sample_plan(
             )
             for e in entities
         ),
-        provenance=Provenance(extractor="demo-samples", model=None, prompt_version=None),
+        provenance=Provenance(extractor="test-samples", model=None, prompt_version=None),
     )
 
 
