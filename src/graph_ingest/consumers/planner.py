@@ -10,7 +10,8 @@ Per poll batch (``ingest.requests``, read_committed, offsets never committed by 
    partitions flow; past ``PLANNER__RETRY_BUDGET_S``, or at once for a permanent failure, the
    request becomes a planning DLQ entry;
 3. in one PostgreSQL transaction: the claim-checked plans (too large for the plans topic), the
-   DLQ index rows and what each submission became (``ingest_submissions``);
+   DLQ index rows (a replayed request that fails again extends the entry it was replayed from:
+   ``consumers.planning_dlq``) and what each submission became (``ingest_submissions``);
 4. in **one Kafka transaction**: the plans (``plan_message``, with the submission id and a child
    of the request's ``traceparent``), the DLQ envelopes, and the offsets of the requests handled
    (``send_offsets_to_transaction`` with the consumer's group metadata). A crash before the
@@ -37,7 +38,7 @@ from confluent_kafka import TopicPartition
 
 from graph_ingest.consumers.conflicts import ConflictWatcher
 from graph_ingest.consumers.consumer import Partition, PlanConsumer
-from graph_ingest.consumers.planning_dlq import planning_dlq_entry
+from graph_ingest.consumers.planning_dlq import PlanningFailure, dead_letter_requests
 from graph_ingest.consumers.requests import RequestMessage, decode_request_message
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.trace import TraceParent, new_trace_id
@@ -82,13 +83,14 @@ def _utc_now() -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class Handled:
-    """What one request became in this batch: a plan (maybe claim-checked), a DLQ entry, or
-    nothing (a replan that a newer request superseded, or a second copy of one)."""
+    """What one request became in this batch: a plan (maybe claim-checked), a failure (its DLQ
+    entry is written when the batch is), or nothing (a replan that a newer request superseded,
+    or a second copy of one)."""
 
     message: RequestMessage
     outgoing: OutboxMessage | None
     claim: PlanClaim | None = None
-    dlq: DlqEntry | None = None
+    failure: PlanningFailure | None = None
     plan: IngestionPlan | None = None
     replan: Replan | None = None
 
@@ -339,15 +341,8 @@ class PlannerWorker:
     def _dead_letter(
         self, message: RequestMessage, exc: BaseException, *, attempts: int
     ) -> Handled:
-        entry, outgoing = planning_dlq_entry(
-            message,
-            exc,
-            attempts=attempts,
-            worker_id=self._settings.worker_id,
-            at=self._clock(),
-            dlq_topic=self._topics.dlq,
-        )
-        return Handled(message, outgoing, dlq=entry)
+        failure = PlanningFailure(message, exc, attempts=attempts, at=self._clock())
+        return Handled(message, None, failure=failure)
 
     # -- publishing ------------------------------------------------------------------------
 
@@ -361,11 +356,18 @@ class PlannerWorker:
         try:
             with self._store.unit_of_work() as uow:
                 uow.put_plan_claims([item.claim for item in handled if item.claim])
-                uow.put_dlq_entries([item.dlq for item in handled if item.dlq])
-                uow.record_submissions(self._submissions(handled))
+                failures = [item.failure for item in handled if item.failure]
+                dead = dead_letter_requests(
+                    uow, failures, worker_id=self._settings.worker_id, dlq_topic=self._topics.dlq
+                )
+                entries = {
+                    f.message.position: entry
+                    for f, entry in zip(failures, dead.entries, strict=True)
+                }
+                uow.record_submissions(self._submissions(handled, entries))
                 uow.record_replans([item.replan for item in handled if item.replan])
             self._producer.produce_transaction(
-                [item.outgoing for item in handled if item.outgoing],
+                [*(item.outgoing for item in handled if item.outgoing), *dead.messages],
                 offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
                 group_metadata=self._consumer.group_metadata(),
             )
@@ -404,17 +406,21 @@ class PlannerWorker:
         if isinstance(exc, KafkaIngestError) and exc.fatal:
             self._producer.take_over()
 
-    def _submissions(self, handled: Sequence[Handled]) -> list[Submission]:
-        """What each submission became; a request that did not decode says which document it
-        was for only through its key (the DLQ entry's), if at all."""
+    def _submissions(
+        self, handled: Sequence[Handled], entries: dict[tuple[str, int, int], DlqEntry]
+    ) -> list[Submission]:
+        """What each submission became (``entries``: the DLQ entries of the failed requests, by
+        position); a request that did not decode says which document it was for only through its
+        key (the DLQ entry's), if at all."""
         at = self._clock()
         recorded = []
         for item in handled:
             submission_id = self._submission_id(item.message)
             key = item.message.document
-            if key is None and item.dlq is not None and item.dlq.space and item.dlq.document_id:
-                key = (item.dlq.space, item.dlq.document_id)
-            if submission_id is None or key is None or (item.plan is None and item.dlq is None):
+            dlq = entries.get(item.message.position)
+            if key is None and dlq is not None and dlq.space and dlq.document_id:
+                key = (dlq.space, dlq.document_id)
+            if submission_id is None or key is None or (item.plan is None and dlq is None):
                 continue
             recorded.append(
                 Submission(
@@ -422,7 +428,7 @@ class PlannerWorker:
                     space=key[0],
                     document_id=key[1],
                     operation_id=item.plan.operation_id if item.plan else None,
-                    dlq_id=item.dlq.dlq_id if item.dlq else None,
+                    dlq_id=dlq.dlq_id if dlq else None,
                     trace_id=trace_id_from_headers(item.message.headers),
                     source=item.message.position,
                     planned_at=at,
