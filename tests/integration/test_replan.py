@@ -14,13 +14,13 @@ from click.testing import CliRunner
 from graph_ingest.cli.main import cli
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.ids import content_hash
-from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.planning.planner import Planner
 from graph_ingest.planning.request import IngestRequest
+from graph_ingest.planning.request_planner import PlannedRequest
 from graph_ingest.planning.rules import RulesExtractor
 from graph_ingest.producers.ingest_producer import IngestProducer
 from graph_ingest.schemas.codec import decode_plan
@@ -78,9 +78,9 @@ class ForgetfulPlanner:
     def close(self) -> None:
         self.inner.close()
 
-    def plan(self, request: IngestRequest) -> IngestionPlan:
+    def plan_request(self, request: IngestRequest) -> PlannedRequest:
         self.inner.forget([(request.space, request.document_id)])
-        return self.inner.plan(request)
+        return self.inner.plan_request(request)
 
     def forget(self, keys: Iterable[tuple[str, str]]) -> None:
         self.inner.forget(keys)

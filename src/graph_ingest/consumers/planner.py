@@ -4,14 +4,15 @@ Per poll batch (``ingest.requests``, read_committed, offsets never committed by 
 
 1. decode each request; one that does not decode (or whose key is not its ``space/documentId``)
    becomes a planning DLQ entry at once, with its coordinates and the reason;
-2. plan each request (``RequestPlanner.plan``). A transient failure (``resilience.policy.
-   planning_action``) holds that request's partition at that request — paused, rewound, resumed
-   when the backoff (or the ``retry_after_s`` the extractor was told) has passed — while other
-   partitions flow; past ``PLANNER__RETRY_BUDGET_S``, or at once for a permanent failure, the
+2. plan each request (``RequestPlanner.plan_request``: the plan and its extraction issues). A
+   transient failure (``resilience.policy.planning_action``) holds that request's partition at
+   that request — paused, rewound, resumed when the backoff (or the ``retry_after_s`` the
+   extractor was told) has passed — while other partitions flow; past ``PLANNER__RETRY_BUDGET_S``, or at once for a permanent failure, the
    request becomes a planning DLQ entry;
 3. in one PostgreSQL transaction: the claim-checked plans (too large for the plans topic), the
    DLQ index rows (a replayed request that fails again extends the entry it was replayed from:
-   ``consumers.planning_dlq``) and what each submission became (``ingest_submissions``);
+   ``consumers.planning_dlq``) and what each submission became (``ingest_submissions``, with
+   its plan's extraction issues, which ``status`` shows);
 4. in **one Kafka transaction**: the plans (``plan_message``, with the submission id and a child
    of the request's ``traceparent``), the DLQ envelopes, and the offsets of the requests handled
    (``send_offsets_to_transaction`` with the consumer's group metadata). A crash before the
@@ -31,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from confluent_kafka import TopicPartition
@@ -46,6 +47,7 @@ from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.kafka.transactional import TransactionalProducer
+from graph_ingest.planning.candidates import ExtractionIssue
 from graph_ingest.planning.errors import ExtractionFailed
 from graph_ingest.planning.replans import (
     ConflictAction,
@@ -54,7 +56,7 @@ from graph_ingest.planning.replans import (
     replan_operation_id,
     replan_standing,
 )
-from graph_ingest.planning.request_planner import RequestPlanner
+from graph_ingest.planning.request_planner import PlannedRequest, RequestPlanner
 from graph_ingest.producers.ingest_producer import submission_id_of
 from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.resilience.backoff import backoff_delay
@@ -70,6 +72,7 @@ from graph_ingest.store.base import (
     Replan,
     ReplanOutcome,
     Submission,
+    submission_issues,
 )
 
 log = logging.getLogger(__name__)
@@ -93,6 +96,8 @@ class Handled:
     failure: PlanningFailure | None = None
     plan: IngestionPlan | None = None
     replan: Replan | None = None
+    issues: tuple[ExtractionIssue, ...] = ()
+    """The extraction issues of the plan, recorded with the submission."""
 
 
 @dataclass(slots=True)
@@ -209,7 +214,7 @@ class PlannerWorker:
                     request = request.model_copy(update={"operation_id": derived})
             seen.add(key)
             try:
-                plan = self._planner.plan(request)
+                planned = self._planner.plan_request(request)
             except Exception as exc:
                 outcome = self._failed(message, exc)
                 if outcome is None:
@@ -219,9 +224,9 @@ class PlannerWorker:
                 continue
             self._documents.setdefault(partition, set()).add(key)
             if mark is not None:
-                handled.append(self._replanned(message, mark, plan))
+                handled.append(self._replanned(message, mark, planned))
             else:
-                handled.append(self._planned(message, plan))
+                handled.append(self._planned(message, planned))
         return handled
 
     def _replan_skipped(
@@ -240,9 +245,12 @@ class PlannerWorker:
             return None
         return self._replan_dropped(message, mark, action)
 
-    def _replanned(self, message: RequestMessage, mark: ReplanMark, plan: IngestionPlan) -> Handled:
+    def _replanned(
+        self, message: RequestMessage, mark: ReplanMark, planned: PlannedRequest
+    ) -> Handled:
         """A replan planned: still the document's replan, or a second copy of one made already
         (dropped, and its planned state with it)."""
+        plan = planned.plan
         newest = self._store.newest_submission(plan.space, plan.document_id)
         action = replan_standing(mark, self._submission_id(message), newest, plan.operation_id)
         if action is not ConflictAction.REPLAN:
@@ -263,8 +271,7 @@ class PlannerWorker:
             at=self._clock(),
             replanned_as=plan.operation_id,
         )
-        planned = self._planned(message, plan)
-        return Handled(message, planned.outgoing, claim=planned.claim, plan=plan, replan=replan)
+        return replace(self._planned(message, planned), replan=replan)
 
     def _replan_dropped(
         self, message: RequestMessage, mark: ReplanMark, action: ConflictAction
@@ -323,7 +330,8 @@ class PlannerWorker:
         )
         return None
 
-    def _planned(self, message: RequestMessage, plan: IngestionPlan) -> Handled:
+    def _planned(self, message: RequestMessage, planned: PlannedRequest) -> Handled:
+        plan = planned.plan
         trace_id = trace_id_from_headers(message.headers) or new_trace_id()
         headers = {
             kafka_headers.SUBMISSION_ID: self._submission_id(message) or plan.operation_id,
@@ -336,7 +344,7 @@ class PlannerWorker:
             max_bytes=self._topics.max_message_bytes,
             headers=headers,
         )
-        return Handled(message, outgoing, claim=claim, plan=plan)
+        return Handled(message, outgoing, claim=claim, plan=plan, issues=planned.issues)
 
     def _dead_letter(
         self, message: RequestMessage, exc: BaseException, *, attempts: int
@@ -432,6 +440,8 @@ class PlannerWorker:
                     trace_id=trace_id_from_headers(item.message.headers),
                     source=item.message.position,
                     planned_at=at,
+                    issues=submission_issues(item.issues),
+                    issue_count=len(item.issues),
                 )
             )
         return recorded
