@@ -8,7 +8,8 @@ snapshot (``planning.replans.on_conflict`` decides):
   requests topic at its recorded position and submitted again, key, value and headers, with
   ``replan_of`` and ``replan_attempt`` (``ingest_replans``: REQUESTED). The planner plans it on the
   committed state (``consumers.planner``);
-* DEAD_LETTER: past ``PLANNER__MAX_REPLANS``, the request becomes a planning DLQ entry instead;
+* DEAD_LETTER: past ``PLANNER__MAX_REPLANS``, the request becomes a planning DLQ entry instead
+  (``consumers.planning_dlq``: the entry it was replayed from, when it was);
 * SUPERSEDED (a newer request of the document was planned: recorded), DUPLICATE, IGNORE (no
   planner planned it): nothing is sent.
 
