@@ -14,11 +14,12 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import pairwise
 
-from graph_ingest.domain.plan import GraphOptions, IngestionPlan
+from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.planning.errors import ExtractionFailed, PlanningError
 from graph_ingest.planning.request import IngestRequest
+from graph_ingest.planning.request_planner import PlannedRequest
 from graph_ingest.settings import Settings
 from tests.samples import Entity, Relation, sample_plan
 
@@ -40,7 +41,7 @@ class CandidatePlanner:
     def close(self) -> None:
         """Nothing to release."""
 
-    def plan(self, request: IngestRequest) -> IngestionPlan:
+    def plan_request(self, request: IngestRequest) -> PlannedRequest:
         text = request.content or ""
         self.calls[request.key] += 1
         if "PERMANENT" in text:
@@ -64,7 +65,7 @@ class CandidatePlanner:
             graph=self.graph,
         )
         self._planned[key] = plan.next_state
-        return plan
+        return PlannedRequest(plan)
 
     def forget(self, keys: Iterable[tuple[str, str]]) -> None:
         for key in keys:

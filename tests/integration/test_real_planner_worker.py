@@ -3,10 +3,16 @@ schema, PostgreSQL view) and the real applier: documents in, the graph they stat
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from click.testing import CliRunner
+
+from graph_ingest.cli.main import cli
 from graph_ingest.consumers.wiring import build_planner
 from graph_ingest.domain.stages import Stage
+from graph_ingest.planning.candidates import CandidateEvidence, EntityCandidate, Extraction
+from graph_ingest.planning.chunking import chunk_document
 from graph_ingest.planning.request import IngestRequest, RequestKind
 from graph_ingest.producers.follow import Followed, follow
 from graph_ingest.producers.ingest_producer import IngestProducer
@@ -89,3 +95,50 @@ def test_a_retraction_deletes_what_only_that_document_supported(pipeline: Pipeli
     assert edges == set(state_b.edge_keys) and {e.type for e in edges} == {"OWNS"}
     state_a = pipeline.store.get_document_state("kb", "a")
     assert state_a is not None and (state_a.revision, state_a.node_ids) == (2, ())
+
+
+def test_the_issues_of_a_documents_extraction_are_shown_by_status(pipeline: Pipeline) -> None:
+    start(pipeline)
+    # Given precomputed candidates of which seven name a node type the schema does not declare
+    text = "Bob is a member of the Payments Team."
+    max_chars = pipeline.settings.planner.chunk_max_chars
+    chunk = chunk_document("doc", text, max_chars=max_chars)[0]
+    bob = EntityCandidate(
+        entity_type="Person",
+        name="Bob",
+        evidence=(CandidateEvidence(chunk_id=chunk.chunk_id, quote="Bob", start=0, end=3),),
+    )
+    robots = tuple(
+        EntityCandidate(entity_type="Robot", name=f"R{i}", evidence=()) for i in range(7)
+    )
+
+    # When the document is planned (the invalid candidates dropped) and applied
+    [followed] = submit_and_follow(
+        pipeline, request("doc", text, candidates=Extraction(entities=(bob, *robots)))
+    )
+    assert followed.operation is not None
+    runner = CliRunner(env=pipeline.env())
+
+    # Then status lists every issue with its code (JSON), by submission or operation
+    shown = runner.invoke(cli, ["status", followed.submission_id, "--json"])
+    assert shown.exit_code == 0, shown.output
+    document = json.loads(shown.output)
+    assert document["issue_count"] == 7
+    assert [(i["code"], i["message"]) for i in document["issues"]] == [
+        ("UNKNOWN_NODE_TYPE", f"entity Robot 'R{i}': node type 'Robot' is not declared")
+        for i in range(7)
+    ]
+    # and a line per issue (text), the first five, then how many more
+    text_status = runner.invoke(cli, ["status", followed.operation.operation_id])
+    assert text_status.exit_code == 0, text_status.output
+    lines = text_status.output.splitlines()
+    start_at = lines.index("issues      7 recorded while extracting")
+    assert lines[start_at + 1 : start_at + 7] == [
+        *(
+            f"  UNKNOWN_NODE_TYPE entity Robot 'R{i}': node type 'Robot' is not declared"
+            for i in range(5)
+        ),
+        "  +2 more",
+    ]
+    nodes, _ = pipeline.graph_elements()
+    assert len(nodes) == 1  # Bob alone

@@ -4,6 +4,7 @@ request again, plans it on the committed state; past the bound a planning DLQ en
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,19 +12,20 @@ import pytest
 from click.testing import CliRunner
 
 from graph_ingest.cli.main import cli
+from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.ids import content_hash
-from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.planning.planner import Planner
 from graph_ingest.planning.request import IngestRequest
+from graph_ingest.planning.request_planner import PlannedRequest
 from graph_ingest.planning.rules import RulesExtractor
 from graph_ingest.producers.ingest_producer import IngestProducer
 from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.settings import PlannerSettings
-from graph_ingest.store.base import ReplanOutcome
+from graph_ingest.store.base import DlqEntry, DlqQuery, ReplanOutcome
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
@@ -76,9 +78,9 @@ class ForgetfulPlanner:
     def close(self) -> None:
         self.inner.close()
 
-    def plan(self, request: IngestRequest) -> IngestionPlan:
+    def plan_request(self, request: IngestRequest) -> PlannedRequest:
         self.inner.forget([(request.space, request.document_id)])
-        return self.inner.plan(request)
+        return self.inner.plan_request(request)
 
     def forget(self, keys: Iterable[tuple[str, str]]) -> None:
         self.inner.forget(keys)
@@ -263,3 +265,53 @@ def test_requests_that_failed_planning_are_replayed_through_the_cli_and_apply(
         entries["doc-a"].dlq_id: (b"kb/doc-a", ids[0]),
         entries["doc-b"].dlq_id: (b"kb/doc-b", ids[1]),
     }
+
+
+def test_a_replayed_request_that_fails_planning_again_returns_to_its_entry(
+    pipeline: Pipeline,
+) -> None:
+    planner = UpgradablePlanner(pipeline)
+    pipeline.start_planner(planner)
+    pipeline.start_applier()
+    runner = CliRunner(env=pipeline.env())
+    # Given a request naming a graph schema version the planner does not have: a planning entry
+    newer = "2026-12-03"
+    [submission_id] = submit(pipeline, request("doc-a", DOC_V1, schema_version=newer))
+    [entry] = pipeline.dlq_entries(1)
+
+    # When it is replayed while the planner still lacks that schema
+    replayed = runner.invoke(cli, ["dlq", "replay", entry.dlq_id])
+    assert replayed.exit_code == 0, replayed.output
+
+    # Then it fails again into the same entry: PENDING_REVIEW, two attempts, where it came from
+    def failed_again() -> DlqEntry | None:
+        found = pipeline.store.get_dlq_entry(entry.dlq_id)
+        return found if found is not None and found.attempts == 2 else None
+
+    again = wait_until(failed_again, timeout_s=60, what="the replay to fail again")
+    assert again.status is DlqStatus.PENDING_REVIEW
+    coordinates = (again.original_topic, again.original_partition, again.original_offset)
+    assert coordinates == (entry.original_topic, entry.original_partition, entry.original_offset)
+    assert [e.dlq_id for e in pipeline.store.list_dlq_entries(DlqQuery())] == [entry.dlq_id]
+    shown = runner.invoke(cli, ["dlq", "show", entry.dlq_id, "--json"])
+    assert shown.exit_code == 0, shown.output
+    attempts = json.loads(shown.output)["envelope"]["attempts"]
+    assert [(a["attempt"], a["code"]) for a in attempts] == [
+        (1, "FAILED_PRECONDITION"),
+        (2, "FAILED_PRECONDITION"),
+    ]
+    submission = pipeline.store.get_submission(submission_id)
+    assert submission is not None and submission.dlq_id == entry.dlq_id
+
+    # When the planner has the schema and the entry is replayed once more
+    planner.upgrade(pipeline, newer)
+    replayed = runner.invoke(cli, ["dlq", "replay", entry.dlq_id])
+    assert replayed.exit_code == 0, replayed.output
+
+    # Then the request is planned and applied, and the one entry is REPLAYED
+    pipeline.wait_stage(planned_as(pipeline, submission_id), Stage.COMPLETED)
+    state = pipeline.store.get_document_state("kb", "doc-a")
+    assert state is not None and state.schema_version == newer
+    done = pipeline.store.get_dlq_entry(entry.dlq_id)
+    assert done is not None and (done.status, done.attempts) == (DlqStatus.REPLAYED, 2)
+    assert len(pipeline.store.list_dlq_entries(DlqQuery())) == 1

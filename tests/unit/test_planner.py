@@ -322,6 +322,32 @@ def test_issues_are_reported_and_under_the_fail_policy_fail_the_document() -> No
     ]
 
 
+def test_a_planned_request_carries_the_issues_its_plan_was_made_with() -> None:
+    text = "Erin joined."
+    bad = EntityCandidate(entity_type="Robot", name="R2", evidence=())
+    chunk = chunk_document("a", text, max_chars=SETTINGS.chunk_max_chars)[0]
+    erin = EntityCandidate(
+        entity_type="Person",
+        name="Erin",
+        evidence=(CandidateEvidence(chunk_id=chunk.chunk_id, quote="Erin", start=0, end=4),),
+    )
+    view = FakeView()
+    p, _ = planner(view)
+
+    planned = p.plan_request(request("a", text, candidates=Extraction(entities=(bad, erin))))
+    view.commit(planned.plan)
+    again = p.plan_request(request("a", text, candidates=Extraction(entities=(bad, erin))))
+    retraction = p.plan_request(request("a", None, kind=RequestKind.RETRACT))
+
+    assert [n.properties["name"] for n in planned.plan.mutation.node_upserts] == ["Erin"]
+    assert [(i.code, i.message) for i in planned.issues] == [
+        ("UNKNOWN_NODE_TYPE", "entity Robot 'R2': node type 'Robot' is not declared")
+    ]
+    # nothing is extracted again for an unchanged document, nor for a retraction
+    assert (again.plan.kind, again.issues) == (PlanKind.NO_OP, ())
+    assert (retraction.plan.kind, retraction.issues) == (PlanKind.RETRACTION, ())
+
+
 def test_content_by_reference_is_read_and_checked_against_its_hash(tmp_path: Path) -> None:
     path = tmp_path / "doc.txt"
     path.write_text(DOC_B, encoding="utf-8")

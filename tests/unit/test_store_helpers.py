@@ -12,7 +12,13 @@ from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState, FactKind, FactSource
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.store.base import StoreError
+from graph_ingest.planning.candidates import ExtractionIssue
+from graph_ingest.store.base import (
+    MAX_ISSUE_MESSAGE_LENGTH,
+    MAX_SUBMISSION_ISSUES,
+    StoreError,
+    submission_issues,
+)
 from graph_ingest.store.migrate import available_migrations
 from graph_ingest.store.postgres_rows import operation_from_row, snapshot_values
 from graph_ingest.store.postgres_uow import check_commit_batch, snapshot_chains, stamp_committed_at
@@ -93,3 +99,16 @@ def test_operation_columns_round_trip() -> None:
         "created_at": T0,
     }
     assert operation_from_row(row) == original
+
+
+def test_a_submission_keeps_its_first_issues_with_their_messages_cut() -> None:
+    issues = [
+        ExtractionIssue(code="LOW_CONFIDENCE", message="x" * 1_000, chunk_id=f"c{i}")
+        for i in range(MAX_SUBMISSION_ISSUES + 3)
+    ]
+
+    kept = submission_issues(issues)
+
+    assert [i.chunk_id for i in kept] == [f"c{i}" for i in range(MAX_SUBMISSION_ISSUES)]
+    assert {len(i.message) for i in kept} == {MAX_ISSUE_MESSAGE_LENGTH}
+    assert kept[0].message.endswith("…") and kept[0].code == "LOW_CONFIDENCE"

@@ -1,6 +1,7 @@
 """`graph-ingest publish-plan` and `graph-ingest status`: put work in, ask where it is."""
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -10,6 +11,9 @@ from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.store.base import FailureAttempt, Replan, ReplanOutcome, Submission
+
+SHOWN_ISSUES = 5
+"""`status` (text) lists this many extraction issues, then says how many more there are."""
 
 
 @click.command("publish-plan")
@@ -43,8 +47,9 @@ def publish_plan(plan_file: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the operation as JSON.")
 @reports_errors
 def status(operation_id: str, as_json: bool) -> None:
-    """Show where operation OPERATION_ID is: stage, attempts, timestamps, last error, and every
-    failure routed to a retry tier or the DLQ (error id, trace id, where, retry advice).
+    """Show where operation OPERATION_ID is: stage, attempts, timestamps, last error, every
+    failure routed to a retry tier or the DLQ (error id, trace id, where, retry advice), and the
+    extraction issues its plan was made with (candidates dropped, model output unusable).
 
     OPERATION_ID may also be the submission id `graph-ingest submit` printed: the operation its
     request was planned as is shown, or the planning DLQ entry it went to.
@@ -71,6 +76,9 @@ def status(operation_id: str, as_json: bool) -> None:
             failures = uow.failure_history(operation.operation_id) if operation else []
         replan = store.get_replan(operation.operation_id) if operation else None
         made_by = store.replan_making(operation.operation_id) if operation else None
+        planned_by = submission
+        if operation is not None and planned_by is None:
+            planned_by = store.submission_of_operation(operation.operation_id)
     finally:
         store.close()
     if operation is None and submission is not None:
@@ -85,6 +93,7 @@ def status(operation_id: str, as_json: bool) -> None:
             "failures": [_failure_json(f) for f in failures],
             "replan": _replan_json(replan),
             "replan_of": _replan_json(made_by),
+            **_issues_json(planned_by),
         }
         if submission is not None:
             document["submission_id"] = submission.submission_id
@@ -94,6 +103,7 @@ def status(operation_id: str, as_json: bool) -> None:
             _describe(operation),
             *_describe_replans(replan, made_by, settings.planner.max_replans),
             *_describe_failures(failures),
+            *_describe_issues(planned_by),
         ]
         if submission is not None:
             lines.insert(0, f"submission  {submission.submission_id}")
@@ -112,6 +122,7 @@ def _describe_unapplied(submission: Submission, as_json: bool) -> None:
                     "operation_id": submission.operation_id,
                     "dlq_id": submission.dlq_id,
                     "trace_id": submission.trace_id,
+                    **_issues_json(submission),
                 },
                 indent=2,
             )
@@ -122,11 +133,36 @@ def _describe_unapplied(submission: Submission, as_json: bool) -> None:
         if submission.dlq_id
         else f"planned as {submission.operation_id}, not applied yet"
     )
-    click.echo(
-        f"submission  {submission.submission_id}\n"
-        f"document    {submission.space}/{submission.document_id}\n"
-        f"{where}"
-    )
+    lines = [
+        f"submission  {submission.submission_id}",
+        f"document    {submission.space}/{submission.document_id}",
+        where,
+        *_describe_issues(submission),
+    ]
+    click.echo("\n".join(lines))
+
+
+def _issues_json(submission: Submission | None) -> dict[str, object]:
+    """The extraction issues the submission's plan was made with (none known: an empty list)."""
+    issues = submission.issues if submission else ()
+    return {
+        "issues": [asdict(issue) for issue in issues],
+        "issue_count": submission.issue_count if submission else 0,
+    }
+
+
+def _describe_issues(submission: Submission | None) -> list[str]:
+    if submission is None or not submission.issue_count:
+        return []
+    shown = submission.issues[:SHOWN_ISSUES]
+    lines = [f"issues      {submission.issue_count} recorded while extracting"]
+    lines += [
+        f"  {issue.code} {issue.message}" + (f" (chunk {issue.chunk_id})" if issue.chunk_id else "")
+        for issue in shown
+    ]
+    if submission.issue_count > len(shown):
+        lines.append(f"  +{submission.issue_count - len(shown)} more")
+    return lines
 
 
 def _replan_json(replan: Replan | None) -> dict[str, object] | None:

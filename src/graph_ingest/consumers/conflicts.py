@@ -8,7 +8,8 @@ snapshot (``planning.replans.on_conflict`` decides):
   requests topic at its recorded position and submitted again, key, value and headers, with
   ``replan_of`` and ``replan_attempt`` (``ingest_replans``: REQUESTED). The planner plans it on the
   committed state (``consumers.planner``);
-* DEAD_LETTER: past ``PLANNER__MAX_REPLANS``, the request becomes a planning DLQ entry instead;
+* DEAD_LETTER: past ``PLANNER__MAX_REPLANS``, the request becomes a planning DLQ entry instead
+  (``consumers.planning_dlq``: the entry it was replayed from, when it was);
 * SUPERSEDED (a newer request of the document was planned: recorded), DUPLICATE, IGNORE (no
   planner planned it): nothing is sent.
 
@@ -35,7 +36,7 @@ from confluent_kafka import Message, TopicPartition
 
 from graph_ingest.consumers.consumer import Partition, PlanConsumer, RetryRead
 from graph_ingest.consumers.messages import MessageHeaders
-from graph_ingest.consumers.planning_dlq import planning_dlq_entry
+from graph_ingest.consumers.planning_dlq import PlanningFailure, dead_letter_requests
 from graph_ingest.consumers.requests import RequestMessage
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
@@ -48,7 +49,6 @@ from graph_ingest.planning.replans import ConflictAction, ReplanMark, on_conflic
 from graph_ingest.schemas.codec import decode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import (
-    DlqEntry,
     OperationStore,
     OutboxMessage,
     Replan,
@@ -99,7 +99,8 @@ def decode_operation_message(
 @dataclass
 class _Batch:
     replans: list[Replan] = field(default_factory=list)
-    dlq: list[DlqEntry] = field(default_factory=list)
+    dead: list[tuple[PlanningFailure, Replan]] = field(default_factory=list)
+    """Requests to dead-letter, with their DEAD_LETTERED replan (its DLQ id set when written)."""
     outgoing: list[OutboxMessage] = field(default_factory=list)
     done: set[str] = field(default_factory=set)
     """Operations handled in this batch: a second snapshot of one is a duplicate."""
@@ -147,10 +148,19 @@ class ConflictWatcher:
                 if operation is not None and operation.stage is Stage.CONFLICT:
                     self._conflict(operation, batch)
             with self._store.unit_of_work() as uow:
-                uow.put_dlq_entries(batch.dlq)
-                uow.record_replans(batch.replans)
+                dead = dead_letter_requests(
+                    uow,
+                    [failure for failure, _ in batch.dead],
+                    worker_id=settings.worker_id,
+                    dlq_topic=self._settings.topics.dlq,
+                )
+                dead_lettered = [
+                    replace(replan, dlq_id=entry.dlq_id)
+                    for (_, replan), entry in zip(batch.dead, dead.entries, strict=True)
+                ]
+                uow.record_replans([*batch.replans, *dead_lettered])
             producer.produce_transaction(
-                batch.outgoing,
+                [*batch.outgoing, *dead.messages],
                 offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
                 group_metadata=self._consumer.group_metadata(),
             )
@@ -212,7 +222,7 @@ class ConflictWatcher:
         request, lost = self._request_of(submission)
         if action is ConflictAction.DEAD_LETTER or lost is not None:
             max_replans = self._settings.planner.max_replans
-            entry, outgoing = planning_dlq_entry(
+            failure = PlanningFailure(
                 request,
                 lost
                 or ReplansExhausted(
@@ -221,14 +231,9 @@ class ConflictWatcher:
                     "keeps moving on under its plans; replay the entry to plan it again"
                 ),
                 attempts=attempt,
-                worker_id=self._settings.planner.worker_id,
                 at=replan.at,
-                dlq_topic=self._settings.topics.dlq,
             )
-            batch.dlq.append(entry)
-            batch.outgoing.append(outgoing)
-            dead = replace(replan, outcome=ReplanOutcome.DEAD_LETTERED, dlq_id=entry.dlq_id)
-            batch.replans.append(dead)
+            batch.dead.append((failure, replace(replan, outcome=ReplanOutcome.DEAD_LETTERED)))
             return
         batch.outgoing.append(
             OutboxMessage(

@@ -4,13 +4,15 @@ Per poll batch (``ingest.requests``, read_committed, offsets never committed by 
 
 1. decode each request; one that does not decode (or whose key is not its ``space/documentId``)
    becomes a planning DLQ entry at once, with its coordinates and the reason;
-2. plan each request (``RequestPlanner.plan``). A transient failure (``resilience.policy.
-   planning_action``) holds that request's partition at that request — paused, rewound, resumed
-   when the backoff (or the ``retry_after_s`` the extractor was told) has passed — while other
-   partitions flow; past ``PLANNER__RETRY_BUDGET_S``, or at once for a permanent failure, the
+2. plan each request (``RequestPlanner.plan_request``: the plan and its extraction issues). A
+   transient failure (``resilience.policy.planning_action``) holds that request's partition at
+   that request — paused, rewound, resumed when the backoff (or the ``retry_after_s`` the
+   extractor was told) has passed — while other partitions flow; past ``PLANNER__RETRY_BUDGET_S``, or at once for a permanent failure, the
    request becomes a planning DLQ entry;
 3. in one PostgreSQL transaction: the claim-checked plans (too large for the plans topic), the
-   DLQ index rows and what each submission became (``ingest_submissions``);
+   DLQ index rows (a replayed request that fails again extends the entry it was replayed from:
+   ``consumers.planning_dlq``) and what each submission became (``ingest_submissions``, with
+   its plan's extraction issues, which ``status`` shows);
 4. in **one Kafka transaction**: the plans (``plan_message``, with the submission id and a child
    of the request's ``traceparent``), the DLQ envelopes, and the offsets of the requests handled
    (``send_offsets_to_transaction`` with the consumer's group metadata). A crash before the
@@ -30,14 +32,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from confluent_kafka import TopicPartition
 
 from graph_ingest.consumers.conflicts import ConflictWatcher
 from graph_ingest.consumers.consumer import Partition, PlanConsumer
-from graph_ingest.consumers.planning_dlq import planning_dlq_entry
+from graph_ingest.consumers.planning_dlq import PlanningFailure, dead_letter_requests
 from graph_ingest.consumers.requests import RequestMessage, decode_request_message
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.trace import TraceParent, new_trace_id
@@ -45,6 +47,7 @@ from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.kafka.transactional import TransactionalProducer
+from graph_ingest.planning.candidates import ExtractionIssue
 from graph_ingest.planning.errors import ExtractionFailed
 from graph_ingest.planning.replans import (
     ConflictAction,
@@ -53,7 +56,7 @@ from graph_ingest.planning.replans import (
     replan_operation_id,
     replan_standing,
 )
-from graph_ingest.planning.request_planner import RequestPlanner
+from graph_ingest.planning.request_planner import PlannedRequest, RequestPlanner
 from graph_ingest.producers.ingest_producer import submission_id_of
 from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.resilience.backoff import backoff_delay
@@ -69,6 +72,7 @@ from graph_ingest.store.base import (
     Replan,
     ReplanOutcome,
     Submission,
+    submission_issues,
 )
 
 log = logging.getLogger(__name__)
@@ -82,15 +86,18 @@ def _utc_now() -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class Handled:
-    """What one request became in this batch: a plan (maybe claim-checked), a DLQ entry, or
-    nothing (a replan that a newer request superseded, or a second copy of one)."""
+    """What one request became in this batch: a plan (maybe claim-checked), a failure (its DLQ
+    entry is written when the batch is), or nothing (a replan that a newer request superseded,
+    or a second copy of one)."""
 
     message: RequestMessage
     outgoing: OutboxMessage | None
     claim: PlanClaim | None = None
-    dlq: DlqEntry | None = None
+    failure: PlanningFailure | None = None
     plan: IngestionPlan | None = None
     replan: Replan | None = None
+    issues: tuple[ExtractionIssue, ...] = ()
+    """The extraction issues of the plan, recorded with the submission."""
 
 
 @dataclass(slots=True)
@@ -207,7 +214,7 @@ class PlannerWorker:
                     request = request.model_copy(update={"operation_id": derived})
             seen.add(key)
             try:
-                plan = self._planner.plan(request)
+                planned = self._planner.plan_request(request)
             except Exception as exc:
                 outcome = self._failed(message, exc)
                 if outcome is None:
@@ -217,9 +224,9 @@ class PlannerWorker:
                 continue
             self._documents.setdefault(partition, set()).add(key)
             if mark is not None:
-                handled.append(self._replanned(message, mark, plan))
+                handled.append(self._replanned(message, mark, planned))
             else:
-                handled.append(self._planned(message, plan))
+                handled.append(self._planned(message, planned))
         return handled
 
     def _replan_skipped(
@@ -238,9 +245,12 @@ class PlannerWorker:
             return None
         return self._replan_dropped(message, mark, action)
 
-    def _replanned(self, message: RequestMessage, mark: ReplanMark, plan: IngestionPlan) -> Handled:
+    def _replanned(
+        self, message: RequestMessage, mark: ReplanMark, planned: PlannedRequest
+    ) -> Handled:
         """A replan planned: still the document's replan, or a second copy of one made already
         (dropped, and its planned state with it)."""
+        plan = planned.plan
         newest = self._store.newest_submission(plan.space, plan.document_id)
         action = replan_standing(mark, self._submission_id(message), newest, plan.operation_id)
         if action is not ConflictAction.REPLAN:
@@ -261,8 +271,7 @@ class PlannerWorker:
             at=self._clock(),
             replanned_as=plan.operation_id,
         )
-        planned = self._planned(message, plan)
-        return Handled(message, planned.outgoing, claim=planned.claim, plan=plan, replan=replan)
+        return replace(self._planned(message, planned), replan=replan)
 
     def _replan_dropped(
         self, message: RequestMessage, mark: ReplanMark, action: ConflictAction
@@ -321,7 +330,8 @@ class PlannerWorker:
         )
         return None
 
-    def _planned(self, message: RequestMessage, plan: IngestionPlan) -> Handled:
+    def _planned(self, message: RequestMessage, planned: PlannedRequest) -> Handled:
+        plan = planned.plan
         trace_id = trace_id_from_headers(message.headers) or new_trace_id()
         headers = {
             kafka_headers.SUBMISSION_ID: self._submission_id(message) or plan.operation_id,
@@ -334,20 +344,13 @@ class PlannerWorker:
             max_bytes=self._topics.max_message_bytes,
             headers=headers,
         )
-        return Handled(message, outgoing, claim=claim, plan=plan)
+        return Handled(message, outgoing, claim=claim, plan=plan, issues=planned.issues)
 
     def _dead_letter(
         self, message: RequestMessage, exc: BaseException, *, attempts: int
     ) -> Handled:
-        entry, outgoing = planning_dlq_entry(
-            message,
-            exc,
-            attempts=attempts,
-            worker_id=self._settings.worker_id,
-            at=self._clock(),
-            dlq_topic=self._topics.dlq,
-        )
-        return Handled(message, outgoing, dlq=entry)
+        failure = PlanningFailure(message, exc, attempts=attempts, at=self._clock())
+        return Handled(message, None, failure=failure)
 
     # -- publishing ------------------------------------------------------------------------
 
@@ -361,11 +364,18 @@ class PlannerWorker:
         try:
             with self._store.unit_of_work() as uow:
                 uow.put_plan_claims([item.claim for item in handled if item.claim])
-                uow.put_dlq_entries([item.dlq for item in handled if item.dlq])
-                uow.record_submissions(self._submissions(handled))
+                failures = [item.failure for item in handled if item.failure]
+                dead = dead_letter_requests(
+                    uow, failures, worker_id=self._settings.worker_id, dlq_topic=self._topics.dlq
+                )
+                entries = {
+                    f.message.position: entry
+                    for f, entry in zip(failures, dead.entries, strict=True)
+                }
+                uow.record_submissions(self._submissions(handled, entries))
                 uow.record_replans([item.replan for item in handled if item.replan])
             self._producer.produce_transaction(
-                [item.outgoing for item in handled if item.outgoing],
+                [*(item.outgoing for item in handled if item.outgoing), *dead.messages],
                 offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
                 group_metadata=self._consumer.group_metadata(),
             )
@@ -404,17 +414,21 @@ class PlannerWorker:
         if isinstance(exc, KafkaIngestError) and exc.fatal:
             self._producer.take_over()
 
-    def _submissions(self, handled: Sequence[Handled]) -> list[Submission]:
-        """What each submission became; a request that did not decode says which document it
-        was for only through its key (the DLQ entry's), if at all."""
+    def _submissions(
+        self, handled: Sequence[Handled], entries: dict[tuple[str, int, int], DlqEntry]
+    ) -> list[Submission]:
+        """What each submission became (``entries``: the DLQ entries of the failed requests, by
+        position); a request that did not decode says which document it was for only through its
+        key (the DLQ entry's), if at all."""
         at = self._clock()
         recorded = []
         for item in handled:
             submission_id = self._submission_id(item.message)
             key = item.message.document
-            if key is None and item.dlq is not None and item.dlq.space and item.dlq.document_id:
-                key = (item.dlq.space, item.dlq.document_id)
-            if submission_id is None or key is None or (item.plan is None and item.dlq is None):
+            dlq = entries.get(item.message.position)
+            if key is None and dlq is not None and dlq.space and dlq.document_id:
+                key = (dlq.space, dlq.document_id)
+            if submission_id is None or key is None or (item.plan is None and dlq is None):
                 continue
             recorded.append(
                 Submission(
@@ -422,10 +436,12 @@ class PlannerWorker:
                     space=key[0],
                     document_id=key[1],
                     operation_id=item.plan.operation_id if item.plan else None,
-                    dlq_id=item.dlq.dlq_id if item.dlq else None,
+                    dlq_id=dlq.dlq_id if dlq else None,
                     trace_id=trace_id_from_headers(item.message.headers),
                     source=item.message.position,
                     planned_at=at,
+                    issues=submission_issues(item.issues),
+                    issue_count=len(item.issues),
                 )
             )
         return recorded

@@ -4,40 +4,93 @@ Built by the planner worker for a request that cannot be planned, and for one wh
 meeting CONFLICTs past ``PLANNER__MAX_REPLANS`` (``consumers.conflicts``). The envelope keeps the
 request's original topic (the requests topic), key, value and headers: ``dlq replay`` submits
 them again.
+
+A first-hand request's entry is named by its position. A replayed one (header ``dlq_replay``)
+that fails again returns to the entry it was replayed from, as a replayed plan does
+(``consumers.routing``): PENDING_REVIEW again, its history extended with the new attempt, its
+original coordinates kept. The entry is read and written in the caller's unit of work (its row
+locked), so an operator's purge or replay meanwhile is not overwritten with a stale envelope.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from graph_ingest import __version__
 from graph_ingest.consumers.requests import RequestMessage
 from graph_ingest.dlq.entries import dlq_id_of_position, dlq_message, entry_of
-from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, MessageHeader
+from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, DlqStatus, MessageHeader
 from graph_ingest.domain.error_detail import ErrorContext
 from graph_ingest.domain.trace import new_trace_id
+from graph_ingest.errors import GraphIngestError
+from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.resilience.classify import error_detail
 from graph_ingest.resilience.policy import TO_DLQ, retry_advice
-from graph_ingest.store.base import DlqEntry, OutboxMessage
+from graph_ingest.schemas.codec import decode_dlq_envelope
+from graph_ingest.store.base import DlqEntry, OutboxMessage, UnitOfWork
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class PlanningFailure:
+    """A request to dead-letter: why, after how many attempts (of this delivery), and when."""
+
+    message: RequestMessage
+    error: BaseException
+    attempts: int
+    at: datetime
+
+    @property
+    def replay_of(self) -> str | None:
+        """The DLQ entry this request was replayed from (its ``dlq_replay`` header), or None."""
+        try:
+            return kafka_headers.header_text(self.message.headers, kafka_headers.DLQ_REPLAY)
+        except GraphIngestError:
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLettered:
+    entries: tuple[DlqEntry, ...]
+    """The entry of each failure, in their order (two may be one entry, replayed twice)."""
+    messages: tuple[OutboxMessage, ...]
+    """The DLQ-topic messages of the entries written, to publish after the unit of work."""
+
+
+def dead_letter_requests(
+    uow: UnitOfWork, failures: Sequence[PlanningFailure], *, worker_id: str, dlq_topic: str
+) -> DeadLettered:
+    """Write the planning DLQ entries of ``failures`` in ``uow``: a replayed request's extends
+    the planning entry it was replayed from, when that exists; any other's is new."""
+    replayed = [f.replay_of for f in failures if f.replay_of is not None]
+    current = uow.dlq_entries(replayed)
+    entries = []
+    for failure in failures:
+        earlier = current.get(failure.replay_of) if failure.replay_of is not None else None
+        if earlier is not None and earlier.original_topic != failure.message.topic:
+            earlier = None  # a plan's entry: not one a request returns to
+        entry = planning_dlq_entry(failure, worker_id=worker_id, earlier=earlier)
+        if earlier is not None:
+            current[entry.dlq_id] = entry  # a second failure in the batch extends this one
+        entries.append(entry)
+    written = list({entry.dlq_id: entry for entry in entries}.values())
+    uow.put_dlq_entries(written)
+    return DeadLettered(tuple(entries), tuple(dlq_message(dlq_topic, e) for e in written))
+
+
 def planning_dlq_entry(
-    message: RequestMessage,
-    exc: BaseException,
-    *,
-    attempts: int,
-    worker_id: str,
-    at: datetime,
-    dlq_topic: str,
-) -> tuple[DlqEntry, OutboxMessage]:
-    """The entry of ``message`` (id from its position) failed with ``exc`` after ``attempts``
-    attempts, and its envelope's message for the DLQ topic."""
+    failure: PlanningFailure, *, worker_id: str, earlier: DlqEntry | None = None
+) -> DlqEntry:
+    """The entry of a failed request: ``earlier`` (the planning entry it was replayed from)
+    extended with this attempt, or without it a new entry named by the request's position."""
+    message = failure.message
     detail = error_detail(
-        exc,
+        failure.error,
         trace_id=trace_id_from_headers(message.headers) or new_trace_id(),
         context=ErrorContext(
             topic=message.topic,
@@ -48,28 +101,51 @@ def planning_dlq_entry(
         ),
         retry=retry_advice(TO_DLQ, ()),
     )
-    envelope = DlqEnvelope(
-        original_topic=message.topic,
-        original_partition=message.partition,
-        original_offset=message.offset,
-        original_key=message.key,
-        original_value=message.value,
-        original_headers=tuple(MessageHeader(key=k, value=v) for k, v in message.headers),
-        # The last failure is kept; the retried ones before it are counted.
-        attempts=(AttemptRecord.of(detail, attempt=attempts, tier=None, at=at),),
-        folded_attempts=attempts - 1,
-        dead_lettered_at=at,
-    )
-    entry = entry_of(dlq_id_of_position(*message.position), envelope)
+    # The last failure of this delivery is kept; the retried ones before it are counted.
+    retried = failure.attempts - 1
+    if earlier is None:
+        envelope = DlqEnvelope(
+            original_topic=message.topic,
+            original_partition=message.partition,
+            original_offset=message.offset,
+            original_key=message.key,
+            original_value=message.value,
+            original_headers=tuple(MessageHeader(key=k, value=v) for k, v in message.headers),
+            attempts=(
+                AttemptRecord.of(detail, attempt=failure.attempts, tier=None, at=failure.at),
+            ),
+            folded_attempts=retried,
+            dead_lettered_at=failure.at,
+        )
+        entry = entry_of(dlq_id_of_position(*message.position), envelope)
+    else:
+        previous = decode_dlq_envelope(earlier.envelope)
+        record = AttemptRecord.of(
+            detail,
+            attempt=previous.attempts[-1].attempt + failure.attempts,
+            tier=None,
+            at=failure.at,
+        )
+        extended = previous.with_attempt(record)
+        envelope = extended.model_copy(
+            update={
+                "folded_attempts": extended.folded_attempts + retried,
+                "dead_lettered_at": failure.at,
+                "status": DlqStatus.PENDING_REVIEW,
+                "note": None,
+            }
+        )
+        entry = entry_of(earlier.dlq_id, envelope)
     log.error(
-        "%s not planned after %d attempt(s): %s %s; planning DLQ entry %s",
+        "%s not planned after %d attempt(s): %s %s; planning DLQ entry %s%s",
         message.context(),
-        attempts,
+        failure.attempts,
         detail.code,
         detail.message,
         entry.dlq_id,
+        "" if earlier is None else " (replayed from it: failed again)",
     )
-    return entry, dlq_message(dlq_topic, entry)
+    return entry
 
 
-__all__ = ["planning_dlq_entry"]
+__all__ = ["DeadLettered", "PlanningFailure", "dead_letter_requests", "planning_dlq_entry"]

@@ -59,6 +59,7 @@ from graph_ingest.planning.graph_schema import GraphSchema
 from graph_ingest.planning.planned_states import DocumentKey, PlannedStates
 from graph_ingest.planning.precomputed import PrecomputedExtractor
 from graph_ingest.planning.request import IngestRequest, RequestKind, StaleRelationPolicy
+from graph_ingest.planning.request_planner import PlannedRequest
 from graph_ingest.planning.resolution import RegistryView, Resolution, resolve_entities
 from graph_ingest.planning.validation import validate_extraction
 from graph_ingest.settings import PlannerSettings
@@ -169,14 +170,20 @@ class Planner:
         self._planned.forget(keys)
 
     def plan(self, request: IngestRequest) -> IngestionPlan:
-        """Plan one request; PlanningError (with its status code) when it cannot be planned."""
+        """The plan of one request (``plan_request``, without its issues)."""
+        return self.plan_request(request).plan
+
+    def plan_request(self, request: IngestRequest) -> PlannedRequest:
+        """Plan one request: its plan and the extraction issues recorded on the way (candidates
+        dropped, model output unusable); PlanningError (with its status code) when it cannot be
+        planned."""
         previous = self._previous((request.space, request.document_id))
         check_order(previous, request.document_version, request.source_updated_at)
         try:
             if request.kind is RequestKind.RETRACT:
-                plan = self._retraction(request, previous)
+                planned = PlannedRequest(self._retraction(request, previous))
             else:
-                plan = self._ingestion(request, previous)
+                planned = self._ingestion(request, previous)
         except ValidationError as error:
             # What the document says does not fit what a plan may hold (a key past an index).
             first = error.errors(include_url=False, include_input=False)[0]
@@ -185,6 +192,7 @@ class Planner:
                 f"document {request.key}: the plan fails validation "
                 f"({error.error_count()} error(s); first: {where}: {first['msg']})"
             ) from None
+        plan = planned.plan
         self._planned.remember(plan.next_state)
         log.info(
             "planned %s %s op=%s expected_revision=%d elements=%d",
@@ -194,7 +202,7 @@ class Planner:
             plan.expected_revision,
             plan.mutation.element_count,
         )
-        return plan
+        return planned
 
     def _previous(self, key: DocumentKey) -> DocumentState | None:
         committed = self._view.get_document_state(*key)
@@ -207,7 +215,7 @@ class Planner:
 
     # -- ingestion -------------------------------------------------------------------------
 
-    def _ingestion(self, request: IngestRequest, previous: DocumentState | None) -> IngestionPlan:
+    def _ingestion(self, request: IngestRequest, previous: DocumentState | None) -> PlannedRequest:
         schema = self._schema
         if request.schema_version != schema.version:
             raise PlanningError(
@@ -261,7 +269,10 @@ class Planner:
                     "committed_at": None,
                 }
             )
-            return self._freeze(PlanKind.NO_OP, request, expected, Mutation(), same, (), provenance)
+            no_op = self._freeze(
+                PlanKind.NO_OP, request, expected, Mutation(), same, (), provenance
+            )
+            return PlannedRequest(no_op)
 
         chunks = chunk_document(
             request.document_id,
@@ -328,9 +339,10 @@ class Planner:
             edge_deletes=deletes,
         )
         registrations = resolution.registrations(request.space)
-        return self._freeze(
+        plan = self._freeze(
             PlanKind.INGESTION, request, expected, mutation, state, registrations, provenance
         )
+        return PlannedRequest(plan, extraction.issues)
 
     def _content(self, request: IngestRequest, digest: str) -> str:
         if request.content is not None:

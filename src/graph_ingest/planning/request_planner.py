@@ -1,5 +1,5 @@
-"""What the planner worker needs of a planner: plan one request, forget documents it gave away,
-open and release what it holds.
+"""What the planner worker needs of a planner: plan one request (its plan and the extraction
+issues recorded on the way), forget documents it gave away, open and release what it holds.
 
 ``graph_ingest.planning.planner.Planner`` implements it (``consumers.wiring.build_planner``
 builds one from settings); the worker only knows this protocol, so
@@ -9,13 +9,25 @@ another planner can be plugged in (``PLANNER__FACTORY``, ``worker planner --plan
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from importlib import import_module
 from typing import Protocol, cast
 
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.errors import ConfigurationError
+from graph_ingest.planning.candidates import ExtractionIssue
 from graph_ingest.planning.request import IngestRequest
 from graph_ingest.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRequest:
+    """What planning one request made: its frozen plan, and the extraction issues recorded
+    instead of failing it (candidates dropped by validation, model output that was unusable).
+    The worker records them with the submission, where ``status`` shows them."""
+
+    plan: IngestionPlan
+    issues: tuple[ExtractionIssue, ...] = ()
 
 
 class RequestPlanner(Protocol):
@@ -28,9 +40,10 @@ class RequestPlanner(Protocol):
         worker calls it when it stops."""
         ...
 
-    def plan(self, request: IngestRequest) -> IngestionPlan:
-        """The frozen plan of ``request``, built on the latest state *planned* for its document
-        (the committed one when this planner has planned none since). Raises PlanningError
+    def plan_request(self, request: IngestRequest) -> PlannedRequest:
+        """The frozen plan of ``request`` and its extraction issues; the plan is built on the
+        latest state *planned* for its document (the committed one when this planner has planned
+        none since). Raises PlanningError
         (permanent: the request goes to the DLQ) or ExtractionFailed with a transient code
         (retried with backoff, honouring ``retry_after_s``)."""
         ...
@@ -59,4 +72,4 @@ def load_planner_factory(path: str) -> PlannerFactory:
     return cast(PlannerFactory, factory)
 
 
-__all__ = ["PlannerFactory", "RequestPlanner", "load_planner_factory"]
+__all__ = ["PlannedRequest", "PlannerFactory", "RequestPlanner", "load_planner_factory"]

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.error_detail import ErrorDetail
+from graph_ingest.domain.limits import bounded_text
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
@@ -177,6 +178,44 @@ class FailureAttempt:
     detail: ErrorDetail
 
 
+MAX_SUBMISSION_ISSUES = 20
+"""A submission keeps its first this many extraction issues; the rest are only counted."""
+MAX_ISSUE_MESSAGE_LENGTH = 300
+"""An issue's message is cut there (marked), like an error message."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionIssue:
+    """An extraction issue recorded with its submission: what the message says, never more of
+    the document or of the model's output."""
+
+    code: str
+    message: str
+    chunk_id: str | None = None
+
+
+class Issue(Protocol):
+    """What an issue says (the planner's ExtractionIssue is one)."""
+
+    @property
+    def code(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def chunk_id(self) -> str | None: ...
+
+
+def submission_issues(issues: Sequence[Issue]) -> tuple[SubmissionIssue, ...]:
+    """``issues`` as a submission keeps them: the first MAX_SUBMISSION_ISSUES, messages cut at
+    MAX_ISSUE_MESSAGE_LENGTH."""
+    return tuple(
+        SubmissionIssue(i.code, bounded_text(i.message, MAX_ISSUE_MESSAGE_LENGTH), i.chunk_id)
+        for i in issues[:MAX_SUBMISSION_ISSUES]
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Submission:
     """What the planner made of one ingest request: its plan's operation, or its DLQ entry."""
@@ -190,6 +229,10 @@ class Submission:
     source: tuple[str, int, int]
     """(topic, partition, offset) of the request."""
     planned_at: datetime
+    issues: tuple[SubmissionIssue, ...] = ()
+    """The extraction issues its plan was made with (``submission_issues``: bounded)."""
+    issue_count: int = 0
+    """How many issues planning recorded: past MAX_SUBMISSION_ISSUES, more than ``issues``."""
 
 
 class ReplanOutcome(StrEnum):

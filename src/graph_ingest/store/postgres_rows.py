@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from dataclasses import asdict, fields
 from typing import Any
 
 import orjson
@@ -27,6 +27,7 @@ from graph_ingest.store.base import (
     Replan,
     ReplanOutcome,
     Submission,
+    SubmissionIssue,
 )
 from graph_ingest.store.registry_rules import RegistryRow
 
@@ -400,12 +401,22 @@ def submission_columns(submissions: Sequence[Submission]) -> Columns:
             "source_partition": s.source[1],
             "source_offset": s.source[2],
             "planned_at": s.planned_at,
+            "issues": _json([asdict(issue) for issue in s.issues]),
+            "issue_count": s.issue_count,
         }
         for s in submissions
     ]
     return columns(
         values,
-        (*_SUBMISSION_FIELDS, "source_topic", "source_partition", "source_offset", "planned_at"),
+        (
+            *_SUBMISSION_FIELDS,
+            "source_topic",
+            "source_partition",
+            "source_offset",
+            "planned_at",
+            "issues",
+            "issue_count",
+        ),
     )
 
 
@@ -414,6 +425,8 @@ def submission_from_row(row: Row) -> Submission:
         **{name: row[name] for name in _SUBMISSION_FIELDS},
         source=(row["source_topic"], row["source_partition"], row["source_offset"]),
         planned_at=row["planned_at"],
+        issues=tuple(SubmissionIssue(**issue) for issue in row["issues"]),
+        issue_count=row["issue_count"],
     )
 
 

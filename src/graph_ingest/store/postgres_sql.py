@@ -560,7 +560,7 @@ RETURNING operation_id
 
 SUBMISSION_COLUMNS = """
     submission_id, space, document_id, operation_id, dlq_id, trace_id, source_topic,
-    source_partition, source_offset, planned_at"""
+    source_partition, source_offset, planned_at, issues, issue_count"""
 
 RECORD_SUBMISSIONS = (
     "INSERT INTO ingest_submissions ("
@@ -570,7 +570,8 @@ SELECT *
 FROM unnest(
     %(submission_id)b::text[], %(space)b::text[], %(document_id)b::text[],
     %(operation_id)b::text[], %(dlq_id)b::text[], %(trace_id)b::text[], %(source_topic)b::text[],
-    %(source_partition)b::int[], %(source_offset)b::bigint[], %(planned_at)b::timestamptz[]
+    %(source_partition)b::int[], %(source_offset)b::bigint[], %(planned_at)b::timestamptz[],
+    %(issues)b::text[]::jsonb[], %(issue_count)b::int[]
 )
 ON CONFLICT (submission_id) DO UPDATE SET
 """

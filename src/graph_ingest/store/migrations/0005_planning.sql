@@ -16,7 +16,12 @@ CREATE TABLE ingest_submissions (
     source_topic      TEXT NOT NULL,
     source_partition  INT NOT NULL,
     source_offset     BIGINT NOT NULL,
-    planned_at        TIMESTAMPTZ NOT NULL
+    planned_at        TIMESTAMPTZ NOT NULL,
+    -- The extraction issues its plan was made with (candidates dropped, model output unusable):
+    -- a JSON list of {code, message, chunk_id}, the first 20, messages cut at 300 characters
+    -- (graph_ingest.store.base.submission_issues); issue_count counts them all.
+    issues            JSONB NOT NULL DEFAULT '[]',
+    issue_count       INT NOT NULL DEFAULT 0 CHECK (issue_count >= 0)
 );
 CREATE INDEX ingest_submissions_operation_idx ON ingest_submissions (operation_id);
 
