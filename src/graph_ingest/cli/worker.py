@@ -58,8 +58,13 @@ def planner(factory: str | None) -> None:
     GRAPH_INGEST_PLANNER__GROUP_ID, each its own stable PLANNER__WORKER_ID) to share the
     partitions.
 
+    The default planner needs the graph schema file it plans with
+    (GRAPH_INGEST_PLANNER__GRAPH_SCHEMA, YAML or JSON) and the extractor
+    (GRAPH_INGEST_PLANNER__EXTRACTOR: rules, the default, or llm with GRAPH_INGEST_LLM__*).
+
     \b
     Example:
+      export GRAPH_INGEST_PLANNER__GRAPH_SCHEMA=src/graph_ingest/demo/graph_schema.yaml
       GRAPH_INGEST_PLANNER__WORKER_ID=planner-0 graph-ingest worker planner
     """
     from graph_ingest.consumers.wiring import run_planner
