@@ -260,6 +260,7 @@ class PlanApplier:
         now = self._clock()
         plans = [(m, m.plan) for m in batch if m.plan is not None]
         uow.lock_documents([(p.space, p.document_id) for _, p in plans])
+        plans = self._without_routed(uow, plans, outcomes)
         uow.insert_operations(
             [
                 NewOperation(
@@ -302,6 +303,24 @@ class PlanApplier:
             uow.ensure_history(repaired)
         self._follow_dead_lettered(uow, admitted, revisions, outcomes, now)
         return [w for w in admitted if w.message.position not in outcomes]
+
+    def _without_routed(
+        self,
+        uow: UnitOfWork,
+        plans: list[tuple[PlanMessage, IngestionPlan]],
+        outcomes: dict[Position, Outcome],
+    ) -> list[tuple[PlanMessage, IngestionPlan]]:
+        """Drop messages whose failure was routed already (redelivered after a crash before their
+        offset commit): their tier copy or DLQ entry carries them on, so applying them now would
+        retry them before their delay."""
+        routed = uow.routed_sources([m.position for m, _ in plans])
+        for message, _ in plans:
+            if (routed_to := routed.get(message.position)) is not None:
+                log.info(
+                    "%s was routed before (%s): not applied again", message.context(), routed_to
+                )
+                outcomes[message.position] = _OUTCOME_OF_ROUTE[RouteKind(routed_to)]
+        return [(m, p) for m, p in plans if m.position not in routed]
 
     def _follow_dead_lettered(
         self,

@@ -341,6 +341,13 @@ class UnitOfWork(Protocol):
     def enqueue(self, messages: Sequence[OutboxMessage]) -> None:
         """Append raw messages to the outbox (e.g. re-publishing a released plan)."""
 
+    def routed_sources(
+        self, positions: Sequence[tuple[str, int, int]]
+    ) -> dict[tuple[str, int, int], str]:
+        """Of these consumed positions, those whose failure was already routed (a redelivery
+        after a crash before the offset commit), with where they went (``routed_to``)."""
+        ...
+
     def record_failure(self, attempt: FailureAttempt) -> bool:
         """Record a routed failure; False (nothing written) when its source message was routed
         already: a redelivery after a crash before the offset commit."""

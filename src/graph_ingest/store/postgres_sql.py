@@ -297,6 +297,15 @@ ON CONFLICT (source_topic, source_partition, source_offset) DO NOTHING
 RETURNING id
 """
 
+ROUTED_SOURCES = """
+SELECT f.source_topic, f.source_partition, f.source_offset, f.routed_to
+FROM failure_attempts AS f
+JOIN unnest(%(topic)b::text[], %(partition)b::int[], %(offset)b::bigint[])
+  AS k(topic, partition, "offset")
+  ON f.source_topic = k.topic AND f.source_partition = k.partition
+ AND f.source_offset = k."offset"
+"""
+
 FAILURE_HISTORY = """
 SELECT source_topic, source_partition, source_offset, operation_id, attempt, tier, routed_to, at,
        detail

@@ -280,6 +280,25 @@ class PostgresUnitOfWork:
         return bool(self._fetch(sql.RECORD_FAILURE, rows.failure_params(attempt)))
 
     @translated
+    def routed_sources(
+        self, positions: Sequence[tuple[str, int, int]]
+    ) -> dict[tuple[str, int, int], str]:
+        if not positions:
+            return {}
+        found = self._fetch(
+            sql.ROUTED_SOURCES,
+            {
+                "topic": [p[0] for p in positions],
+                "partition": [p[1] for p in positions],
+                "offset": [p[2] for p in positions],
+            },
+        )
+        return {
+            (row["source_topic"], row["source_partition"], row["source_offset"]): row["routed_to"]
+            for row in found
+        }
+
+    @translated
     def failure_history(self, operation_id: str) -> list[FailureAttempt]:
         self._cur.execute(sql.FAILURE_HISTORY, (operation_id,))
         return [rows.failure_from_row(row) for row in self._cur.fetchall()]
