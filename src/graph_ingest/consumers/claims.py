@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.messages import PlanMessage, verified_plan
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
-from graph_ingest.schemas.codec import decode_plan
 
 ClaimLookup = Callable[[Sequence[tuple[str, str]]], Mapping[tuple[str, str], bytes]]
 
@@ -39,8 +38,7 @@ def _resolved(message: PlanMessage, plan_bytes: bytes | None) -> PlanMessage:
         )
         return replace(message, error=error)
     try:
-        plan = decode_plan(plan_bytes)
-        plan.verify_fingerprint()
+        plan = verified_plan(plan_bytes)
         if (plan.operation_id, plan.fingerprint) != claim.key:
             raise GraphIngestError(
                 f"claim check {claim.key} resolves to plan {plan.operation_id} "
@@ -49,13 +47,6 @@ def _resolved(message: PlanMessage, plan_bytes: bytes | None) -> PlanMessage:
             )
     except GraphIngestError as exc:
         return replace(message, error=exc)
-    except Exception as exc:  # hostile stored bytes: third-party code may raise anything
-        error = GraphIngestError(
-            f"claim-checked plan cannot be verified: {type(exc).__name__}: {exc}",
-            code=StatusCode.INVALID_ARGUMENT,
-        )
-        error.__cause__ = exc
-        return replace(message, error=error)
     return replace(message, plan=plan, value=plan_bytes)
 
 

@@ -25,14 +25,13 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from graph_ingest.consumers.messages import MessageHeaders, PlanMessage
+from graph_ingest.consumers.messages import MessageHeaders, PlanMessage, verified_plan
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import MalformedHeader, translate_kafka_error
 from graph_ingest.kafka.headers import RetryHeaders, headers_of
 from graph_ingest.schemas.claim_check import parse_claim_reference
-from graph_ingest.schemas.codec import decode_plan
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +71,7 @@ def decode_message(
     message: Message, headers: MessageHeaders, retry: RetryRead, *, max_plan_bytes: int
 ) -> PlanMessage:
     """Decode and verify one plan message (its headers and retry headers already read); any
-    failure is kept on the message, never raised.
-
-    Third-party code (fastavro, pydantic, the RFC 8785 canonicaliser) raises its own exceptions on
-    hostile input: every one of them makes the message poison, not the worker's death."""
+    failure is kept on the message, never raised (``verified_plan``)."""
     op_header = kafka_headers.header_value(headers, kafka_headers.OPERATION_ID)
     position: dict[str, Any] = {
         "topic": message.topic(),
@@ -107,17 +103,9 @@ def decode_message(
             # The plan is in PostgreSQL: consumers.claims resolves and verifies it.
             claim = parse_claim_reference(value)
             return PlanMessage(**{**position, "value": None}, claim=claim, claim_value=value)
-        plan = decode_plan(value)
-        plan.verify_fingerprint()
+        plan = verified_plan(value)
     except GraphIngestError as exc:
         return PlanMessage(**position, error=exc)
-    except Exception as exc:
-        error = GraphIngestError(
-            f"plan cannot be verified: {type(exc).__name__}: {exc}",
-            code=StatusCode.INVALID_ARGUMENT,
-        )
-        error.__cause__ = exc
-        return PlanMessage(**position, error=error)
     return PlanMessage(**position, plan=plan)
 
 

@@ -5,11 +5,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graph_ingest.domain.plan import IngestionPlan
+from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka.headers import RetryHeaders
 from graph_ingest.schemas.claim_check import ClaimReference
+from graph_ingest.schemas.codec import decode_plan
 
 MessageHeaders = tuple[tuple[str, bytes | None], ...]
+
+
+def verified_plan(data: bytes) -> IngestionPlan:
+    """Decode a frozen plan and verify its fingerprint; GraphIngestError for any failure.
+
+    Third-party code (fastavro, pydantic, the RFC 8785 canonicaliser) raises its own exceptions on
+    hostile input: every one of them becomes INVALID_ARGUMENT, so the plan is poison, not the
+    worker's death."""
+    try:
+        plan = decode_plan(data)
+        plan.verify_fingerprint()
+    except GraphIngestError:
+        raise
+    except Exception as exc:
+        raise GraphIngestError(
+            f"plan cannot be verified: {type(exc).__name__}: {exc}",
+            code=StatusCode.INVALID_ARGUMENT,
+        ) from exc
+    return plan
 
 
 @dataclass(frozen=True, slots=True)
