@@ -35,7 +35,6 @@ from graph_ingest.resilience.policy import (
     REPLAY,
     TO_DLQ,
     Location,
-    Route,
     RouteKind,
     retry_advice,
     route,
@@ -139,8 +138,6 @@ class FailureRouter:
         )
         if not uow.record_failure(attempt):
             log.info("%s was routed before its offset was committed: not again", message.context())
-            if owned is not None:
-                self._restore_routed(uow, failure, decision, history)
             return decision.kind
         if decision.kind is RouteKind.TIER:
             assert decision.tier_index is not None  # a TIER route names its tier
@@ -193,31 +190,8 @@ class FailureRouter:
             due_at.isoformat(),
         )
         if owned is not None:
-            uow.save_operations([_retrying(owned, failure.info, attempt.at, due_at)])
-
-    def _restore_routed(
-        self,
-        uow: UnitOfWork,
-        failure: Failure,
-        decision: Route,
-        history: Sequence[FailureAttempt],
-    ) -> None:
-        """Admission took a redelivered, already-routed message's operation back to PREPARED: put
-        it where its first routing left it, since that routing's tier copy or DLQ entry is what
-        carries it on."""
-        owned = failure.operation
-        assert owned is not None
-        routed = next((a for a in reversed(history) if a.source == failure.message.position), None)
-        if routed is None:
-            return
-        if decision.kind is RouteKind.TIER:
-            assert decision.tier_index is not None
-            due_at = routed.at + timedelta(seconds=self._ladder.tiers[decision.tier_index][1])
-            uow.save_operations([_retrying(owned, failure.info, routed.at, due_at)])
-        else:
-            dlq_id = dlq_id_of_operation(owned.operation_id)
-            dead = _record_failure(owned, Stage.DEAD_LETTERED, failure.info, routed.at, dlq_id)
-            uow.save_operations([dead])
+            failed = _record_failure(owned, Stage.FAILED, failure.info, attempt.at)
+            uow.save_operations([failed.model_copy(update={"next_retry_at": due_at})])
 
     # -- the DLQ ---------------------------------------------------------------------------
 
@@ -369,12 +343,6 @@ def _record_failure(
     else:
         moved = operation.with_error(info, at)
     return moved if dlq_id is None else moved.model_copy(update={"dlq_id": dlq_id})
-
-
-def _retrying(operation: Operation, info: ErrorInfo, at: datetime, due_at: datetime) -> Operation:
-    """The operation FAILED with ``info``, its retry due at ``due_at``."""
-    failed = _record_failure(operation, Stage.FAILED, info, at)
-    return failed.model_copy(update={"next_retry_at": due_at})
 
 
 def _envelope(
