@@ -58,6 +58,8 @@ M = TypeVar("M", bound=Consumed)
 RetryRead = RetryHeaders | MalformedHeader | None
 # Turns a consumed message (its headers and retry headers already read) into what a worker needs.
 Decoder = Callable[[Message, MessageHeaders, RetryRead], M]
+# A fetched message a worker may use (owned, not held), with its headers and retry headers.
+Usable = tuple[Message, MessageHeaders, RetryRead]
 
 
 def read_retry(headers: MessageHeaders) -> RetryRead:
@@ -171,6 +173,15 @@ class PlanConsumer(Generic[M]):
     def consume(self, max_messages: int, timeout_s: float, linger_s: float = 0.0) -> list[M]:
         """Up to ``max_messages`` decoded messages: wait ``timeout_s`` for the first, then up to
         ``linger_s`` more for the rest. Rebalance callbacks run inside this call."""
+        return [self.decode(usable) for usable in self.fetch(max_messages, timeout_s, linger_s)]
+
+    def decode(self, usable: Usable) -> M:
+        """Decode one fetched message (never raises for bad content: see the class)."""
+        return self._decode(*usable)
+
+    def fetch(self, max_messages: int, timeout_s: float, linger_s: float = 0.0) -> list[Usable]:
+        """As ``consume``, but not decoded yet: each usable message with its headers and retry
+        headers read, for ``decode`` (which may run on another thread)."""
         consumer = self._require()
         self._release_due()
         # poll, not consume, for the first: librdkafka's consume waits its whole timeout unless
@@ -187,11 +198,9 @@ class PlanConsumer(Generic[M]):
             if not more:
                 break
             raw.extend(more)
-        return [self._decode(*usable) for usable in self._usable(raw)]
+        return list(self._usable(raw))
 
-    def _usable(
-        self, raw: Iterable[Message]
-    ) -> Iterable[tuple[Message, MessageHeaders, RetryRead]]:
+    def _usable(self, raw: Iterable[Message]) -> Iterable[Usable]:
         """The messages to decode, each with its headers and retry headers read once."""
         for message in raw:
             error = message.error()
@@ -323,4 +332,4 @@ class PlanConsumer(Generic[M]):
         return self._consumer
 
 
-__all__ = ["TIER_LATENESS", "PlanConsumer", "decode_message"]
+__all__ = ["TIER_LATENESS", "PlanConsumer", "Usable", "decode_message"]

@@ -21,6 +21,7 @@ from graph_ingest.consumers.applier import Outcome, PlanApplier, Position
 from graph_ingest.consumers.batching import OffsetTracker, select_batch
 from graph_ingest.consumers.claims import resolve_claims
 from graph_ingest.consumers.consumer import Partition, PlanConsumer, decode_message
+from graph_ingest.consumers.decode_ahead import DecodeAhead
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.consumers.routing import Ladder
 from graph_ingest.domain.status import StatusCode
@@ -65,6 +66,7 @@ class ApplierWorker:
             ),
             tier_topics=ladder.tier_topics,
         )
+        self._ahead: DecodeAhead[PlanMessage] = DecodeAhead(self._consumer.decode)
         self._tracker = OffsetTracker()
         self._pending: list[PlanMessage] = []
         self._committed: dict[Partition, int] = {}
@@ -96,6 +98,7 @@ class ApplierWorker:
                 batch, self._pending = select_batch(
                     self._pending, settings.batch_max_plans, settings.batch_max_bytes
                 )
+                self._fetch_ahead()
                 if self._apply_with_retry(batch, stop) is None:
                     break
                 self._commit()
@@ -105,20 +108,35 @@ class ApplierWorker:
         finally:
             self._commit()
             self._consumer.close()
+            self._ahead.close()
             log.info("applier stopped")
 
     # -- polling ---------------------------------------------------------------------------
 
     def _consume(self, timeout_s: float, linger_s: float) -> None:
-        """Add what the owned partitions deliver to the pending messages (rebalance callbacks run
-        inside, and may shrink ``_pending``: it is extended only after the call returns)."""
-        want = max(self._settings.applier.batch_max_plans - len(self._pending), 1)
-        due_in = self._consumer.next_due_in()  # wake up for a retry when it is due
-        if due_in is not None:
-            timeout_s = min(timeout_s, max(due_in, 0.001))
-        polled = self._with_claims(self._consumer.consume(want, timeout_s, linger_s))
+        """Add to the pending messages what was fetched ahead, or else what the owned partitions
+        deliver now (rebalance callbacks run inside the fetch, and may shrink ``_pending``: it is
+        extended only after the call returns)."""
+        if not self._ahead.in_flight:
+            due_in = self._consumer.next_due_in()  # wake up for a retry when it is due
+            if due_in is not None:
+                timeout_s = min(timeout_s, max(due_in, 0.001))
+            self._fetch(max(self._wanted(), 1), timeout_s, linger_s)
+        polled = self._with_claims(self._ahead.take())
         self._tracker.consumed(polled)
         self._pending.extend(polled)
+
+    def _fetch_ahead(self) -> None:
+        """Fetch what is already at hand for the next batch, so it decodes while this one
+        applies (``decode_ahead``)."""
+        if (want := self._wanted()) > 0:
+            self._fetch(want, 0.0, 0.0)
+
+    def _fetch(self, want: int, timeout_s: float, linger_s: float) -> None:
+        self._ahead.submit(self._consumer.fetch(want, timeout_s, linger_s))
+
+    def _wanted(self) -> int:
+        return self._settings.applier.batch_max_plans - len(self._pending)
 
     def _with_claims(self, polled: list[PlanMessage]) -> list[PlanMessage]:
         """Claim-check messages with their stored plans. If PostgreSQL cannot be asked now, each
@@ -301,5 +319,6 @@ class ApplierWorker:
         self._commit()
         self._tracker.forget(revoked)
         self._pending[:] = [m for m in self._pending if (m.topic, m.partition) not in revoked]
+        self._ahead.discard(lambda m: (m.topic, m.partition) in revoked)
         for tp in revoked:
             self._committed.pop(tp, None)

@@ -1,0 +1,73 @@
+"""Decoding ahead: the messages of the next batch are decoded on one background thread while the
+applier waits for Neo4j and PostgreSQL on the current one.
+
+Decoding (Avro, validation, fingerprint verification) is pure CPU and needs nothing of the
+consumer, so it can run beside the apply: the apply mostly waits on sockets, with the GIL
+released. The thread gives the GIL back after every message (``time.sleep(0)``), so an apply
+whose reply has arrived waits for at most one message's decoding, not for the interpreter's
+switch interval.
+
+Order is kept: chunks come out in the order they went in, each in its own order. Everything that
+touches the consumer (polling, holds, rebalances, seeks) stays on the caller's thread; the caller
+drops what it must no longer apply with :meth:`DecodeAhead.discard`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Generic, TypeVar
+
+from graph_ingest.consumers.consumer import Usable
+
+M = TypeVar("M")
+
+
+class DecodeAhead(Generic[M]):
+    """Chunks of fetched messages, decoded in order on one thread; ``close`` stops the thread."""
+
+    def __init__(self, decode: Callable[[Usable], M]) -> None:
+        self._decode = decode
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode-ahead")
+        self._chunks: deque[Future[list[M]]] = deque()
+
+    @property
+    def in_flight(self) -> int:
+        """Chunks submitted and not taken yet."""
+        return len(self._chunks)
+
+    def submit(self, fetched: Sequence[Usable]) -> None:
+        if fetched:
+            self._chunks.append(self._executor.submit(self._decode_all, list(fetched)))
+
+    def take(self) -> list[M]:
+        """Every submitted message, decoded, in order (waits for what is still decoding). A
+        decoder that raised raises here."""
+        taken: list[M] = []
+        while self._chunks:
+            taken.extend(self._chunks.popleft().result())
+        return taken
+
+    def discard(self, drop: Callable[[M], bool]) -> None:
+        """Forget the submitted messages ``drop`` is true of (waits for what is still decoding)."""
+        kept = [m for m in self.take() if not drop(m)]
+        if kept:
+            done: Future[list[M]] = Future()
+            done.set_result(kept)
+            self._chunks.append(done)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        self._chunks.clear()
+
+    def _decode_all(self, fetched: list[Usable]) -> list[M]:
+        decoded = []
+        for usable in fetched:
+            decoded.append(self._decode(usable))
+            time.sleep(0)  # hand the GIL to the apply if its reply is in
+        return decoded
+
+
+__all__ = ["DecodeAhead"]
