@@ -71,7 +71,14 @@ def merge_within_call(registrations: Sequence[EntityRegistration]) -> list[Entit
         first = type_of_node.setdefault(node, reg)
         if first.entity_type != reg.entity_type:
             raise RegistryConflict(_type_change(node, first.entity_type, reg, "in the same call"))
-    return [r.model_copy(update={"aliases": merge_aliases(r.aliases)}) for r in by_key.values()]
+    return [_with_merged_aliases(r) for r in by_key.values()]
+
+
+def _with_merged_aliases(registration: EntityRegistration) -> EntityRegistration:
+    aliases = merge_aliases(registration.aliases)
+    if aliases == registration.aliases:  # the common case: nothing to copy
+        return registration
+    return registration.model_copy(update={"aliases": aliases})
 
 
 def check_against_existing(
