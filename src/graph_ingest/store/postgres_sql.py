@@ -214,6 +214,10 @@ LOCK_DOCUMENTS = _advisory_xact_locks("document", "document_id")
 # Serialises "one type per node" registry checks for the same node.
 LOCK_REGISTRY_NODES = _advisory_xact_locks("entity_registry", "node_id")
 
+# Serialises registrations of one (space, type, normalized name): after the check, no other
+# transaction can register the name to another node before this one writes it.
+LOCK_REGISTRY_NAMES = _advisory_xact_locks("entity_registry_name", "name_key")
+
 # Existing rows for any of the keys or nodes (a superset: the caller matches exactly), locked.
 # Written as two index-friendly disjuncts (primary key; (space, node_id)).
 SELECT_REGISTRY = """
