@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from graph_ingest.domain.limits import MAX_ID_LENGTH, MAX_SAFE_INTEGER
+from graph_ingest.domain.limits import MAX_ID_LENGTH, MAX_SAFE_INTEGER, check_index_key
 from graph_ingest.domain.plan import IngestionPlan
 from tests.unit.plans import plan_for
 
@@ -52,3 +52,22 @@ def test_values_inside_the_limits_are_kept() -> None:
     plan = rebuilt(lambda f: set_path(f, "mutation.edge_upserts.0.rank", MAX_SAFE_INTEGER))
     assert plan.mutation.edge_upserts[0].rank == MAX_SAFE_INTEGER
     plan.verify_fingerprint()
+
+
+@pytest.mark.parametrize(
+    ("parts", "fits"),
+    [
+        (("\N{GRINNING FACE}" * 500,), True),  # 2,000 bytes: fits without being encoded
+        (("a", "\N{GRINNING FACE}" * 500), False),  # 2,001 bytes
+        (("é" * 1_000,), True),  # 1,000 characters, 2,000 bytes
+        (("é" * 1_000, "a"), False),
+        (("a" * 2_000,), True),
+        (("a" * 1_000, "b" * 1_001), False),
+    ],
+)
+def test_an_index_key_is_measured_in_utf8_bytes(parts: tuple[str, ...], fits: bool) -> None:
+    if fits:
+        check_index_key("key", *parts, shown=parts[0])
+        return
+    with pytest.raises(ValueError, match=r"key '.{0,80}' is 20\d\d bytes in UTF-8; at most 2000"):
+        check_index_key("key", *parts, shown=parts[0])

@@ -80,7 +80,7 @@ class DocumentState(FrozenModel):
         reject_duplicates("fact source", [f.fact_id for f in self.fact_sources])
         for fact in self.fact_sources:
             check_index_key(
-                f"fact id {fact.fact_id[:80]!r}", self.space, self.document_id, fact.fact_id
+                "fact id", self.space, self.document_id, fact.fact_id, shown=fact.fact_id
             )
         return self
 
@@ -98,10 +98,11 @@ class EntityRegistration(FrozenModel):
     @model_validator(mode="after")
     def check_key_size(self) -> EntityRegistration:
         check_index_key(
-            f"registry name {self.normalized_name[:80]!r}",
+            "registry name",
             self.space,
             self.entity_type,
             self.normalized_name,
+            shown=self.normalized_name,
         )
         return self
 
