@@ -1,15 +1,20 @@
+import hashlib
 import math
 import random
 import struct
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from graph_ingest.domain.errors import FingerprintMismatch
 from graph_ingest.domain.fingerprint import (
+    NeedsReference,
     _prepared,
     canonical_json,
     es6_number,
+    fingerprint_of,
+    fingerprint_of_typed,
     reference_canonical_json,
 )
 from graph_ingest.domain.mutation import EdgeUpsert, NodeUpsert
@@ -220,3 +225,48 @@ def test_a_plans_business_content_takes_the_fast_writer_and_matches_the_referenc
     content = plan.model_copy(update={"mutation": mutation}).business_content()
     assert _prepared(content) is not None  # no fallback for ordinary content
     assert canonical_json(content) == reference_canonical_json(content)
+
+
+def _with_properties(plan: IngestionPlan, node: dict[str, object], edge: dict[str, object]) -> Any:
+    m = plan.mutation
+    nodes = (m.node_upserts[0].model_copy(update={"properties": node}), *m.node_upserts[1:])
+    edges = (m.edge_upserts[0].model_copy(update={"properties": edge}), *m.edge_upserts[1:])
+    return plan.model_copy(
+        update={"mutation": m.model_copy(update={"node_upserts": nodes, "edge_upserts": edges})}
+    )
+
+
+@pytest.mark.parametrize(
+    ("node", "edge"),
+    [
+        ({"f": value, "l": [value, 1, "x"]}, {"w": -value})
+        for value in [*EDGE_FLOATS, *_random_doubles(200)]
+    ]
+    + [
+        ({"t": text, "l": [text, True, None]}, {"t": text, "n": 2**53 - 1, "m": -(2**53 - 1)})
+        for text in TEXTS
+    ],
+)
+def test_a_plans_fingerprint_walks_only_its_properties_and_equals_the_reference(
+    node: dict[str, object], edge: dict[str, object]
+) -> None:
+    """computed_fingerprint writes the typed content with orjson, walking only property values:
+    byte for byte what the reference writes of the whole content."""
+    plan = _with_properties(plan_for("doc-typed"), node, edge)
+    reference = reference_canonical_json(plan.business_content())
+    assert plan.computed_fingerprint() == "v1:" + hashlib.sha256(reference).hexdigest()
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_a_property_only_the_reference_can_judge_takes_the_reference(value: float) -> None:
+    plan = _with_properties(plan_for("doc-typed"), {"f": value}, {})
+    with pytest.raises(Exception) as reference:
+        reference_canonical_json(plan.business_content())
+    with pytest.raises(type(reference.value)):
+        plan.computed_fingerprint()
+
+
+def test_an_integer_past_the_safe_range_in_typed_content_needs_the_reference() -> None:
+    with pytest.raises(NeedsReference):
+        fingerprint_of_typed({"rank": 2**53})
+    assert fingerprint_of_typed({"rank": 2**53 - 1}) == fingerprint_of({"rank": 2**53 - 1})

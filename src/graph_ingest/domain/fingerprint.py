@@ -36,14 +36,14 @@ FINGERPRINT_VERSION = "v1"
 _MAX_SAFE_INTEGER = 2**53 - 1
 
 
-class _NeedsReference(Exception):
+class NeedsReference(Exception):
     """The fast writer cannot vouch for this content: the reference writes it."""
 
 
 def canonical_json(content: Any) -> bytes:
     try:
         return orjson.dumps(_prepared(content), option=orjson.OPT_SORT_KEYS)
-    except (_NeedsReference, orjson.JSONEncodeError):
+    except (NeedsReference, orjson.JSONEncodeError):
         return reference_canonical_json(content)
 
 
@@ -52,32 +52,55 @@ def reference_canonical_json(content: Any) -> bytes:
 
 
 def fingerprint_of(content: Any) -> str:
-    return f"{FINGERPRINT_VERSION}:{hashlib.sha256(canonical_json(content)).hexdigest()}"
+    return _fingerprint(canonical_json(content))
+
+
+def fingerprint_of_typed(content: Any) -> str:
+    """The fingerprint of content whose float-capable leaves went through :func:`json_ready`
+    already and whose every other leaf is a str, bool, None or int, under ASCII keys (content
+    assembled from a validated model): orjson writes the rest as RFC 8785 does, so nothing else
+    is walked. Raises NeedsReference for an integer outside ±(2**53 - 1); the caller then
+    fingerprints the plain content with :func:`fingerprint_of`."""
+    try:
+        data = orjson.dumps(content, option=orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER)
+    except orjson.JSONEncodeError as exc:
+        raise NeedsReference from exc
+    return _fingerprint(data)
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` as :func:`fingerprint_of_typed` may write it (floats as ES6 fragments); raises
+    NeedsReference where only the reference can write it."""
+    return _prepared(value)
+
+
+def _fingerprint(canonical: bytes) -> str:
+    return f"{FINGERPRINT_VERSION}:{hashlib.sha256(canonical).hexdigest()}"
 
 
 def _prepared(value: Any) -> Any:
-    """``value`` as orjson may write it: floats as ES6 fragments; _NeedsReference otherwise."""
+    """``value`` as orjson may write it: floats as ES6 fragments; NeedsReference otherwise."""
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return value
     if kind is int:
         if -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER:
             return value
-        raise _NeedsReference
+        raise NeedsReference
     if kind is float:
         if not math.isfinite(value):
-            raise _NeedsReference
+            raise NeedsReference
         return orjson.Fragment(es6_number(value))
     if kind is dict:
         prepared = {}
         for key, item in value.items():
             if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
-                raise _NeedsReference
+                raise NeedsReference
             prepared[key] = _prepared(item)
         return prepared
     if kind is list or kind is tuple:
         return [_prepared(item) for item in value]
-    raise _NeedsReference
+    raise NeedsReference
 
 
 def es6_number(value: float) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -9,11 +10,16 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from graph_ingest.domain.errors import FingerprintMismatch
-from graph_ingest.domain.fingerprint import fingerprint_of
+from graph_ingest.domain.fingerprint import (
+    NeedsReference,
+    fingerprint_of,
+    fingerprint_of_typed,
+    json_ready,
+)
 from graph_ingest.domain.identifiers import Identifier
 from graph_ingest.domain.limits import MAX_REVISION, StoredId, StoredText
 from graph_ingest.domain.model import FrozenModel
-from graph_ingest.domain.mutation import EdgeIdentity, EdgeKey, Mutation
+from graph_ingest.domain.mutation import EdgeIdentity, EdgeKey, Mutation, PropertyValue
 from graph_ingest.domain.state import DocumentState, EntityRegistration
 
 
@@ -82,7 +88,12 @@ class IngestionPlan(FrozenModel):
         return business_content_of(self)
 
     def computed_fingerprint(self) -> str:
-        return fingerprint_of(self.business_content())
+        # Only property values can hold what orjson writes otherwise than RFC 8785 (floats); the
+        # model types every other leaf, so only they are walked (fingerprint_of_typed).
+        try:
+            return fingerprint_of_typed(business_content_of(self, json_ready))
+        except NeedsReference:
+            return fingerprint_of(self.business_content())
 
     def verify_fingerprint(self) -> None:
         actual = self.computed_fingerprint()
@@ -118,9 +129,16 @@ def _planned_with(state: DocumentState) -> dict[str, str]:
     return {name: value for name, value in present.items() if value is not None}
 
 
-def business_content_of(plan: IngestionPlan) -> dict[str, Any]:
+def _as_is(properties: Mapping[str, PropertyValue]) -> Any:
+    return properties
+
+
+def business_content_of(
+    plan: IngestionPlan, properties: Callable[[Mapping[str, PropertyValue]], Any] = _as_is
+) -> dict[str, Any]:
     """Everything that decides what the plan does, with sets sorted; no timestamps (commit time,
-    source update time), no provenance."""
+    source update time), no provenance. ``properties`` turns each property map into what the
+    content holds (they are its only float-capable leaves)."""
     m = plan.mutation
     s = plan.next_state
     return {
@@ -136,14 +154,17 @@ def business_content_of(plan: IngestionPlan) -> dict[str, Any]:
                     {
                         "node_id": n.node_id,
                         "labels": sorted(set(n.labels)),
-                        "properties": n.properties,
+                        "properties": properties(n.properties),
                     }
                     for n in m.node_upserts
                 ),
                 key=lambda n: str(n["node_id"]),
             ),
             "edge_upserts": sorted(
-                ({"edge": _edge(e), "properties": e.properties} for e in m.edge_upserts),
+                (
+                    {"edge": _edge(e), "properties": properties(e.properties)}
+                    for e in m.edge_upserts
+                ),
                 key=lambda e: (e["edge"][0], e["edge"][1], e["edge"][2], e["edge"][3]),
             ),
             "node_deletes": sorted(m.node_deletes),
