@@ -35,6 +35,10 @@ from graph_ingest.settings import Neo4jSettings
 logger = logging.getLogger(__name__)
 
 _MAX_NAMED = 5
+# Rows per UNWIND statement. Measured on the small-plan workload: 5,000 against 1,000 writes a
+# batch of 200 plans in 2 statements instead of 4, and the pipeline ran 4-15 % faster in 4 of 5
+# paired runs (the benchmark's ceiling finds 5,000 the fastest of 1,000 / 5,000 / 10,000 too).
+ROWS_PER_STATEMENT = 5000
 
 T = TypeVar("T")
 
@@ -51,7 +55,7 @@ class Neo4jGraphWriter:
         self,
         settings: Neo4jSettings,
         *,
-        rows_per_statement: int = 1000,
+        rows_per_statement: int = ROWS_PER_STATEMENT,
         max_retry_time_s: float = 5.0,
     ) -> None:
         if rows_per_statement < 1:
