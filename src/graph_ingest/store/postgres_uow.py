@@ -213,14 +213,15 @@ class PostgresUnitOfWork:
             return []
         merged = merge_within_call(registrations)
         nodes = sorted({(r.space, r.node_id) for r in merged})
-        self._execute(
-            sql.LOCK_REGISTRY_NODES,
-            {"space": [n[0] for n in nodes], "node_id": [n[1] for n in nodes]},
-        )
         names = sorted({(r.space, f"{r.entity_type}\x1f{r.normalized_name}") for r in merged})
         self._execute(
-            sql.LOCK_REGISTRY_NAMES,
-            {"space": [n[0] for n in names], "name_key": [n[1] for n in names]},
+            sql.LOCK_REGISTRY,
+            {
+                "space": [n[0] for n in nodes],
+                "node_id": [n[1] for n in nodes],
+                "name_space": [n[0] for n in names],
+                "name_key": [n[1] for n in names],
+            },
         )
         existing = [
             rows.registry_row(row)
