@@ -10,11 +10,11 @@ import pytest
 from graph_ingest.domain.errors import FingerprintMismatch
 from graph_ingest.domain.fingerprint import (
     NeedsReference,
-    _prepared,
     canonical_json,
     es6_number,
     fingerprint_of,
     fingerprint_of_typed,
+    json_ready,
     reference_canonical_json,
 )
 from graph_ingest.domain.mutation import EdgeUpsert, NodeUpsert
@@ -223,7 +223,7 @@ def test_a_plans_business_content_takes_the_fast_writer_and_matches_the_referenc
     )
     mutation = plan.mutation.model_copy(update={"node_upserts": (floats,)})
     content = plan.model_copy(update={"mutation": mutation}).business_content()
-    assert _prepared(content) is not None  # no fallback for ordinary content
+    assert json_ready(content) is not None  # no fallback for ordinary content
     assert canonical_json(content) == reference_canonical_json(content)
 
 

@@ -42,7 +42,7 @@ class NeedsReference(Exception):
 
 def canonical_json(content: Any) -> bytes:
     try:
-        return orjson.dumps(_prepared(content), option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(json_ready(content), option=orjson.OPT_SORT_KEYS)
     except (NeedsReference, orjson.JSONEncodeError):
         return reference_canonical_json(content)
 
@@ -68,18 +68,13 @@ def fingerprint_of_typed(content: Any) -> str:
     return _fingerprint(data)
 
 
-def json_ready(value: Any) -> Any:
-    """``value`` as :func:`fingerprint_of_typed` may write it (floats as ES6 fragments); raises
-    NeedsReference where only the reference can write it."""
-    return _prepared(value)
-
-
 def _fingerprint(canonical: bytes) -> str:
     return f"{FINGERPRINT_VERSION}:{hashlib.sha256(canonical).hexdigest()}"
 
 
-def _prepared(value: Any) -> Any:
-    """``value`` as orjson may write it: floats as ES6 fragments; NeedsReference otherwise."""
+def json_ready(value: Any) -> Any:
+    """``value`` as orjson may write it (floats as ES6 fragments); raises NeedsReference where
+    only the reference can write it."""
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return value
@@ -96,10 +91,10 @@ def _prepared(value: Any) -> Any:
         for key, item in value.items():
             if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
                 raise NeedsReference
-            prepared[key] = _prepared(item)
+            prepared[key] = json_ready(item)
         return prepared
     if kind is list or kind is tuple:
-        return [_prepared(item) for item in value]
+        return [json_ready(item) for item in value]
     raise NeedsReference
 
 
