@@ -484,40 +484,6 @@ def test_registry_concurrent_new_name_for_two_nodes(
     assert registry(pg) == {("Person", "wang wu"): ("Wang Wu", "n5", [])}
 
 
-def test_a_checked_name_cannot_be_registered_elsewhere_before_it_is_written(
-    store: PostgresOperationStore, pg: PostgresSettings
-) -> None:
-    """What lets the applier write the registry while Neo4j writes: once a check has passed, no
-    other transaction can bind the checked name to another node until the checker is done."""
-    checked = threading.Event()
-    release = threading.Event()
-
-    def first() -> None:
-        with store.unit_of_work() as uow:
-            to_write = uow.check_registrations([reg("Wang Wu", "n5")])
-            checked.set()
-            assert release.wait(30)
-            uow.write_registrations(to_write)
-
-    def second() -> str:
-        assert checked.wait(30)
-        with store.unit_of_work() as uow:
-            try:
-                uow.write_registrations(uow.check_registrations([reg("Wang Wu", "n6")]))
-            except RegistryConflict as exc:
-                return str(exc)
-        return "no conflict"
-
-    with ThreadPoolExecutor(2) as executor:
-        a, b = executor.submit(first), executor.submit(second)
-        wait_until(lambda: lock_waiters(pg) >= 1)  # the second check waits for the name
-        release.set()
-        a.result(timeout=30)
-        message = b.result(timeout=30)
-    assert "already stored" in message and "n5" in message and "n6" in message
-    assert registry(pg) == {("Person", "wang wu"): ("Wang Wu", "n5", [])}
-
-
 # -- parked, outbox, failures, DLQ --------------------------------------------------------------------
 
 

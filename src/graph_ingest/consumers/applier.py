@@ -3,12 +3,11 @@ one Neo4j transaction per batch, whatever its size.
 
 1. admit: create-or-verify every operation with its frozen plan and decide what to do with it
    (``admission.decide``: duplicate, repair, conflict, parked, or go on);
-2. graph: with the batch's documents locked and their revisions checked again, check the
-   entities against the registry, locking their names and nodes (a registry conflict refuses
-   the plan here, before anything is written), write the mutations in one graph transaction
-   while the registry rows are written beside it, and record GRAPH_APPLIED — one PostgreSQL
-   transaction around the graph write, so a zombie (a worker that lost its partitions) never
-   writes a plan whose document has moved on;
+2. graph: with the batch's documents locked and their revisions checked again, register the
+   entities (a registry conflict refuses the plan here, before anything is written), write the
+   mutations in one graph transaction and record GRAPH_APPLIED — one PostgreSQL transaction around
+   the graph write, so a zombie (a worker that lost its partitions) never writes a plan whose
+   document has moved on;
 3. commit: state compare-and-set, history, fact sources, STATE_COMMITTED and COMPLETED, and the
    release of plans parked behind the new revisions — one transaction.
 
@@ -28,7 +27,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from graph_ingest.concurrency import alongside
 from graph_ingest.consumers.admission import Verdict, binding_mismatch, conflict_reason, decide
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.consumers.routing import Failure, FailureRouter, Ladder
@@ -376,16 +374,10 @@ class PlanApplier:
                     f"{first.plan.expected_revision}; another worker moved it on "
                     f"({len(moved)} plan(s) of the batch): nothing written, admitting again"
                 )
-            registrations = uow.check_registrations(
-                [r for w in to_write for r in w.plan.registrations]
+            uow.register_entities([r for w in to_write for r in w.plan.registrations])
+            self._graph.apply(
+                [(w.plan.graph, w.plan.mutation) for w in to_write if not w.plan.mutation.is_empty]
             )
-            with alongside(
-                self._graph.apply,
-                [(w.plan.graph, w.plan.mutation) for w in to_write if not w.plan.mutation.is_empty],
-            ):
-                # Checked and locked: the registry write cannot conflict now, so it runs while
-                # Neo4j writes (if it fails anyway, the batch is retried; graph writes converge).
-                uow.write_registrations(registrations)
             now = self._clock()
             for work in to_write:
                 work.move(Stage.GRAPH_APPLIED, at=now)

@@ -323,20 +323,7 @@ class UnitOfWork(Protocol):
     def register_entities(self, registrations: Sequence[EntityRegistration]) -> None:
         """Upsert registry rows. Same (space, type, normalized name) with the same node: aliases
         union. Another node for that name, or a known node under another type: RegistryConflict,
-        and nothing of the call is written. ``write_registrations(check_registrations(...))``."""
-
-    def check_registrations(
-        self, registrations: Sequence[EntityRegistration]
-    ) -> Sequence[EntityRegistration]:
-        """The check half of ``register_entities``: lock the names and nodes of
-        ``registrations`` until this transaction ends, raise RegistryConflict where they
-        contradict the registry or each other, and return what is still to write (merged; what
-        is stored already is left out). Held locks keep any other transaction from registering
-        these names or nodes, so writing the result cannot conflict."""
-
-    def write_registrations(self, checked: Sequence[EntityRegistration]) -> None:
-        """The write half of ``register_entities``: upsert what ``check_registrations`` returned
-        in this transaction."""
+        and nothing of the call is written."""
 
     def commit_document_states(self, states: Sequence[DocumentState]) -> set[tuple[str, str]]:
         """Compare-and-set each document's current state to ``state`` where its current revision is

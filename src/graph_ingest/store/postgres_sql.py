@@ -192,38 +192,27 @@ ON CONFLICT (space, document_id, revision) DO NOTHING
 """
 
 
-def _advisory_xact_locks(*sources: tuple[str, str, str]) -> str:
-    """One transaction-scoped advisory lock per (schema, space, key) of each source, taken in
-    one stable order (by lock key, over every source of the statement) so that two transactions
-    locking overlapping sets cannot deadlock on them. A source is (namespace, the parameter of
-    its spaces, the parameter of its keys)."""
-    keys = "\n    UNION ALL\n    ".join(
-        f"""SELECT hashtextextended(
-        '{namespace}' || chr(31) || current_schema() || chr(31) || space || chr(31) || key, 0
-    ) AS lock_key
-    FROM unnest(%({spaces})b::text[], %({column})s::text[]) AS k(space, key)"""
-        for namespace, spaces, column in sources
-    )
+def _advisory_xact_locks(namespace: str, column: str) -> str:
+    """One transaction-scoped advisory lock per (schema, space, ``column``), taken in a stable
+    order so that two transactions locking overlapping sets cannot deadlock on them."""
     return f"""
 SELECT count(pg_advisory_xact_lock(lock_key))
 FROM (
-    SELECT DISTINCT lock_key FROM (
-    {keys}
-    ) AS keys
+    SELECT DISTINCT hashtextextended(
+        '{namespace}' || chr(31) || current_schema() || chr(31) || space || chr(31) || {column},
+        0
+    ) AS lock_key
+    FROM unnest(%(space)b::text[], %({column})s::text[]) AS k(space, {column})
     ORDER BY lock_key
 ) AS locks
 """
 
 
 # Serialises the apply steps of one document (parking, fencing the graph write, committing).
-LOCK_DOCUMENTS = _advisory_xact_locks(("document", "space", "document_id"))
+LOCK_DOCUMENTS = _advisory_xact_locks("document", "document_id")
 
-# Serialises registry checks: "one type per node" for a node, and each (space, type, normalized
-# name), so that after the check no other transaction can register the name to another node
-# before this one writes it.
-LOCK_REGISTRY = _advisory_xact_locks(
-    ("entity_registry", "space", "node_id"), ("entity_registry_name", "name_space", "name_key")
-)
+# Serialises "one type per node" registry checks for the same node.
+LOCK_REGISTRY_NODES = _advisory_xact_locks("entity_registry", "node_id")
 
 # Existing rows for any of the keys or nodes (a superset: the caller matches exactly), locked.
 # Written as two index-friendly disjuncts (primary key; (space, node_id)).

@@ -203,25 +203,13 @@ class PostgresUnitOfWork:
 
     @translated
     def register_entities(self, registrations: Sequence[EntityRegistration]) -> None:
-        self.write_registrations(self.check_registrations(registrations))
-
-    @translated
-    def check_registrations(
-        self, registrations: Sequence[EntityRegistration]
-    ) -> list[EntityRegistration]:
         if not registrations:
-            return []
+            return
         merged = merge_within_call(registrations)
         nodes = sorted({(r.space, r.node_id) for r in merged})
-        names = sorted({(r.space, f"{r.entity_type}\x1f{r.normalized_name}") for r in merged})
         self._execute(
-            sql.LOCK_REGISTRY,
-            {
-                "space": [n[0] for n in nodes],
-                "node_id": [n[1] for n in nodes],
-                "name_space": [n[0] for n in names],
-                "name_key": [n[1] for n in names],
-            },
+            sql.LOCK_REGISTRY_NODES,
+            {"space": [n[0] for n in nodes], "node_id": [n[1] for n in nodes]},
         )
         existing = [
             rows.registry_row(row)
@@ -237,23 +225,20 @@ class PostgresUnitOfWork:
         ]
         check_against_existing(merged, existing)
         stored = {row.key: row for row in existing}
-        return [
+        to_write = [
             r
             for r in merged
             if (row := stored.get(registry_key(r))) is None
             or not set(r.aliases) <= set(row.aliases)
         ]
-
-    @translated
-    def write_registrations(self, checked: Sequence[EntityRegistration]) -> None:
-        if not checked:
+        if not to_write:
             return
         with self._savepoint():
-            found = self._fetch(sql.UPSERT_REGISTRY, rows.registration_columns(checked))
+            found = self._fetch(sql.UPSERT_REGISTRY, rows.registration_columns(to_write))
             written = {(row["space"], row["entity_type"], row["normalized_name"]) for row in found}
-            lost = [r for r in checked if registry_key(r) not in written]
+            lost = [r for r in to_write if registry_key(r) not in written]
             if lost:
-                # Bound to another node meanwhile: only a writer that skipped the check's locks.
+                # Another transaction registered one of these new names first, to another node.
                 bound = {
                     (row["space"], row["entity_type"], row["normalized_name"]): row["node_id"]
                     for row in self._fetch(
