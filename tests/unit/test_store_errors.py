@@ -32,6 +32,7 @@ from graph_ingest.store.postgres import PostgresOperationStore
         (pg_errors.NumericValueOutOfRange("out of range"), StatusCode.INVALID_ARGUMENT),
         (pg_errors.UntranslatableCharacter("\\u0000"), StatusCode.INVALID_ARGUMENT),
         (pg_errors.ProgramLimitExceeded("index row size"), StatusCode.INVALID_ARGUMENT),
+        (pg_errors.OutOfMemory("out of shared memory"), StatusCode.RESOURCE_EXHAUSTED),
         (pg_errors.InsufficientPrivilege("permission denied"), StatusCode.PERMISSION_DENIED),
         (pg_errors.InvalidPassword("password authentication"), StatusCode.UNAUTHENTICATED),
         (pg_errors.UndefinedTable("relation does not exist"), StatusCode.INTERNAL),

@@ -48,6 +48,14 @@ def translate(exc: psycopg.Error) -> GraphIngestError:
         return StoreError(
             f"PostgreSQL refused our credentials: {detail}", code=StatusCode.UNAUTHENTICATED
         )
+    if isinstance(exc, pg_errors.OutOfMemory):
+        # "out of shared memory": most often a transaction past the lock table (a batch that
+        # takes more locks than max_locks_per_transaction allows). Not an outage to wait out in
+        # place forever: the retry policy splits the batch, and blames a lone plan only if the
+        # server answers a probe.
+        return StoreError(
+            f"PostgreSQL ran out of memory: {detail}", code=StatusCode.RESOURCE_EXHAUSTED
+        )
     if isinstance(exc, pg_errors.ProgramLimitExceeded):
         # An index row or a statement past a server limit: the same input fails the same way.
         return StoreError(f"PostgreSQL limit exceeded: {detail}", code=StatusCode.INVALID_ARGUMENT)
