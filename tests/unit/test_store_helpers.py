@@ -20,7 +20,7 @@ from graph_ingest.store.base import (
     submission_issues,
 )
 from graph_ingest.store.migrate import available_migrations
-from graph_ingest.store.postgres_rows import operation_from_row, snapshot_values
+from graph_ingest.store.postgres_rows import key_columns, operation_from_row, snapshot_values
 from graph_ingest.store.postgres_uow import check_commit_batch, snapshot_chains, stamp_committed_at
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -112,3 +112,13 @@ def test_a_submission_keeps_its_first_issues_with_their_messages_cut() -> None:
     assert [i.chunk_id for i in kept] == [f"c{i}" for i in range(MAX_SUBMISSION_ISSUES)]
     assert {len(i.message) for i in kept} == {MAX_ISSUE_MESSAGE_LENGTH}
     assert kept[0].message.endswith("…") and kept[0].code == "LOW_CONFIDENCE"
+
+
+def test_key_columns_turns_key_tuples_into_one_array_per_column() -> None:
+    keys = [("s", "d1", 1), ("s", "d2", 2)]
+    assert key_columns(("space", "document_id", "revision"), keys) == {
+        "space": ["s", "s"],
+        "document_id": ["d1", "d2"],
+        "revision": [1, 2],
+    }
+    assert key_columns(("space",), []) == {"space": []}

@@ -204,8 +204,7 @@ class PostgresOperationStore:
             sql.SELECT_REGISTRY_NODES,
             {
                 "space": [space] * len(unique),
-                "entity_type": [k[0] for k in unique],
-                "normalized_name": [k[1] for k in unique],
+                **rows.key_columns(("entity_type", "normalized_name"), unique),
             },
         )
         return {(row["entity_type"], row["normalized_name"]): row["node_id"] for row in found}
@@ -325,7 +324,7 @@ class PostgresOperationStore:
             return {}
         found = self._fetch_all(
             sql.PLAN_CLAIMS,
-            {"operation_id": [k[0] for k in unique], "fingerprint": [k[1] for k in unique]},
+            rows.key_columns(("operation_id", "fingerprint"), unique),
         )
         return {
             (row["operation_id"], row["fingerprint"]): bytes(row["plan_bytes"]) for row in found

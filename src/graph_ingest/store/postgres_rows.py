@@ -52,6 +52,11 @@ _STATE_FIELDS = (
 )
 
 
+def key_columns(names: Sequence[str], keys: Sequence[tuple[Any, ...]]) -> Columns:
+    """Key tuples as one array parameter per column (for ``unnest``), named ``names`` in order."""
+    return {name: [key[index] for key in keys] for index, name in enumerate(names)}
+
+
 def _json(value: Any) -> str:
     """Compact JSON text for a JSONB parameter (orjson: about 20 of these per plan)."""
     return orjson.dumps(value).decode("utf-8")

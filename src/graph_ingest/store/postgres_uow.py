@@ -71,7 +71,7 @@ class PostgresUnitOfWork:
         if unique:
             self._execute(
                 sql.LOCK_DOCUMENTS,
-                {"space": [k[0] for k in unique], "document_id": [k[1] for k in unique]},
+                rows.key_columns(("space", "document_id"), unique),
             )
 
     @translated
@@ -140,8 +140,7 @@ class PostgresUnitOfWork:
         if not unique:
             return {}
         found = self._fetch(
-            sql.DOCUMENT_REVISIONS,
-            {"space": [k[0] for k in unique], "document_id": [k[1] for k in unique]},
+            sql.DOCUMENT_REVISIONS, rows.key_columns(("space", "document_id"), unique)
         )
         return {
             (row["space"], row["document_id"]): CommittedRevision(
@@ -163,8 +162,7 @@ class PostgresUnitOfWork:
         found = self._fetch(
             sql.IN_FLIGHT_OPERATIONS,
             {
-                "space": [k[0] for k in unique],
-                "document_id": [k[1] for k in unique],
+                **rows.key_columns(("space", "document_id"), unique),
                 "stages": [stage.value for stage in IN_FLIGHT_STAGES],
             },
         )
@@ -207,10 +205,7 @@ class PostgresUnitOfWork:
             return
         merged = merge_within_call(registrations)
         nodes = sorted({(r.space, r.node_id) for r in merged})
-        self._execute(
-            sql.LOCK_REGISTRY_NODES,
-            {"space": [n[0] for n in nodes], "node_id": [n[1] for n in nodes]},
-        )
+        self._execute(sql.LOCK_REGISTRY_NODES, rows.key_columns(("space", "node_id"), nodes))
         existing = [
             rows.registry_row(row)
             for row in self._fetch(
@@ -260,9 +255,7 @@ class PostgresUnitOfWork:
         found = self._fetch(
             sql.PARKED_BEHIND,
             {
-                "space": [k[0] for k in unique],
-                "document_id": [k[1] for k in unique],
-                "expected_revision": [k[2] for k in unique],
+                **rows.key_columns(("space", "document_id", "expected_revision"), unique),
                 "parked": Stage.PARKED.value,
                 "dead_lettered": Stage.DEAD_LETTERED.value,
                 "pending": DlqStatus.PENDING_REVIEW.value,
@@ -286,12 +279,7 @@ class PostgresUnitOfWork:
         if not positions:
             return {}
         found = self._fetch(
-            sql.ROUTED_SOURCES,
-            {
-                "topic": [p[0] for p in positions],
-                "partition": [p[1] for p in positions],
-                "offset": [p[2] for p in positions],
-            },
+            sql.ROUTED_SOURCES, rows.key_columns(("topic", "partition", "offset"), positions)
         )
         return {
             (row["source_topic"], row["source_partition"], row["source_offset"]): row["routed_to"]
@@ -321,9 +309,7 @@ class PostgresUnitOfWork:
         found = self._fetch(
             sql.DEAD_LETTERED_AT,
             {
-                "space": [k[0] for k in unique],
-                "document_id": [k[1] for k in unique],
-                "expected_revision": [k[2] for k in unique],
+                **rows.key_columns(("space", "document_id", "expected_revision"), unique),
                 "dead_lettered": Stage.DEAD_LETTERED.value,
                 "pending": DlqStatus.PENDING_REVIEW.value,
             },
