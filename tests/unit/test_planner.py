@@ -49,6 +49,14 @@ def planner(
     return Planner(used, {"rules": rules}, view, SETTINGS, clock=lambda: T0, **kwargs), rules
 
 
+def person_opening(document_id: str, text: str, name: str) -> EntityCandidate:
+    """A Person candidate for ``name``, which ``text`` starts with, quoted from its first chunk."""
+    assert text.startswith(name)
+    chunk = chunk_document(document_id, text, max_chars=SETTINGS.chunk_max_chars)[0]
+    evidence = CandidateEvidence(chunk_id=chunk.chunk_id, quote=name, start=0, end=len(name))
+    return EntityCandidate(entity_type="Person", name=name, evidence=(evidence,))
+
+
 def edge_types(keys: Any) -> set[str]:
     return {k.type for k in keys}
 
@@ -280,12 +288,7 @@ def test_versions_that_do_not_compare_are_not_ordered() -> None:
 
 def test_precomputed_candidates_are_used_instead_of_the_extractor() -> None:
     text = "Dana Lee joined."
-    chunk = chunk_document("a", text, max_chars=SETTINGS.chunk_max_chars)[0]
-    dana = EntityCandidate(
-        entity_type="Person",
-        name="Dana Lee",
-        evidence=(CandidateEvidence(chunk_id=chunk.chunk_id, quote="Dana Lee", start=0, end=8),),
-    )
+    dana = person_opening("a", text, "Dana Lee")
     view = FakeView()
     p, rules = planner(view)
 
@@ -325,12 +328,7 @@ def test_issues_are_reported_and_under_the_fail_policy_fail_the_document() -> No
 def test_a_planned_request_carries_the_issues_its_plan_was_made_with() -> None:
     text = "Erin joined."
     bad = EntityCandidate(entity_type="Robot", name="R2", evidence=())
-    chunk = chunk_document("a", text, max_chars=SETTINGS.chunk_max_chars)[0]
-    erin = EntityCandidate(
-        entity_type="Person",
-        name="Erin",
-        evidence=(CandidateEvidence(chunk_id=chunk.chunk_id, quote="Erin", start=0, end=4),),
-    )
+    erin = person_opening("a", text, "Erin")
     view = FakeView()
     p, _ = planner(view)
 
