@@ -7,8 +7,9 @@ Per poll batch (``ingest.requests``, read_committed, offsets never committed by 
 2. plan each request (``RequestPlanner.plan_request``: the plan and its extraction issues). A
    transient failure (``resilience.policy.planning_action``) holds that request's partition at
    that request — paused, rewound, resumed when the backoff (or the ``retry_after_s`` the
-   extractor was told) has passed — while other partitions flow; past ``PLANNER__RETRY_BUDGET_S``, or at once for a permanent failure, the
-   request becomes a planning DLQ entry;
+   extractor was told) has passed — while other partitions flow; past
+   ``PLANNER__RETRY_BUDGET_S``, or at once for a permanent failure, the request becomes a
+   planning DLQ entry;
 3. in one PostgreSQL transaction: the claim-checked plans (too large for the plans topic), the
    DLQ index rows (a replayed request that fails again extends the entry it was replayed from:
    ``consumers.planning_dlq``) and what each submission became (``ingest_submissions``, with

@@ -43,9 +43,9 @@ class RequestPlanner(Protocol):
     def plan_request(self, request: IngestRequest) -> PlannedRequest:
         """The frozen plan of ``request`` and its extraction issues; the plan is built on the
         latest state *planned* for its document (the committed one when this planner has planned
-        none since). Raises PlanningError
-        (permanent: the request goes to the DLQ) or ExtractionFailed with a transient code
-        (retried with backoff, honouring ``retry_after_s``)."""
+        none since). Raises PlanningError (permanent: the request goes to the DLQ) or
+        ExtractionFailed with a transient code (retried with backoff, honouring
+        ``retry_after_s``)."""
         ...
 
     def forget(self, keys: Iterable[tuple[str, str]]) -> None:
