@@ -13,8 +13,6 @@ class FrozenModel(BaseModel):
 def reject_duplicates(what: str, identities: Iterable[str]) -> None:
     """Raise ValueError (a ValidationError inside a validator) naming repeated identities."""
     listed = list(identities)
-    if len(set(listed)) == len(listed):  # the usual case, without a Counter: it runs per plan
-        return
-    repeated = sorted(i for i, n in Counter(listed).items() if n > 1)
-    if repeated:
+    if len(set(listed)) < len(listed):  # counted only then: this runs for every decoded plan
+        repeated = sorted(i for i, n in Counter(listed).items() if n > 1)
         raise ValueError(f"duplicate {what} identities: {repeated[:5]}")
