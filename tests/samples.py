@@ -75,13 +75,15 @@ def sample_plan(
         }
     )
     digest = content_hash(text)
-    operation_id = derive_operation_id(space, document_id, expected, digest, extraction)
+    base = previous.operation_id if previous else None
+    operation_id = derive_operation_id(space, document_id, expected, digest, extraction, base)
     version = str(expected + 1)
     state = DocumentState(
         space=space,
         document_id=document_id,
         revision=expected + 1,
         operation_id=operation_id,
+        base_operation_id=base,
         content_hash=digest,
         document_version=version,
         node_ids=tuple(n.node_id for n in nodes),
@@ -99,6 +101,7 @@ def sample_plan(
         document_version=version,
         operation_id=operation_id,
         expected_revision=expected,
+        base_operation_id=base,
         graph=graph or GraphOptions(),
         mutation=Mutation(
             node_upserts=tuple(nodes), edge_upserts=tuple(edges), edge_deletes=superseded

@@ -14,10 +14,17 @@ from tests.unit.plans import plan_for
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
-def at_revision(plan: IngestionPlan, expected: int) -> IngestionPlan:
+BASE = "op-base"
+
+
+def at_revision(plan: IngestionPlan, expected: int, base: str | None = BASE) -> IngestionPlan:
+    """The plan, planned on revision ``expected`` committed by ``base`` (none for revision 0)."""
+    base = base if expected else None
     fields = plan.model_dump(exclude={"fingerprint"})
     fields["expected_revision"] = expected
+    fields["base_operation_id"] = base
     fields["next_state"]["revision"] = expected + 1
+    fields["next_state"]["base_operation_id"] = base
     return IngestionPlan.freeze(**fields)
 
 
@@ -35,9 +42,7 @@ def operation_of(plan: IngestionPlan, *path: Stage) -> Operation:
     return operation
 
 
-def committed(
-    plan: IngestionPlan, revision: int, operation_id: str = "op-other"
-) -> CommittedRevision:
+def committed(plan: IngestionPlan, revision: int, operation_id: str = BASE) -> CommittedRevision:
     return CommittedRevision(plan.space, plan.document_id, revision, operation_id)
 
 
@@ -103,3 +108,36 @@ def test_an_operation_bound_to_another_plan_is_rejected_whatever_its_stage() -> 
     assert admission.verdict is Verdict.REJECT
     assert admission.path == ()
     assert admission.reason is not None and admission.reason.code == "ALREADY_EXISTS"
+
+
+@pytest.mark.parametrize("stage", [Stage.PREPARED, Stage.PARKED, Stage.FAILED, Stage.DEAD_LETTERED])
+def test_a_plan_whose_base_is_not_the_committed_state_is_a_conflict_never_applied(
+    stage: Stage,
+) -> None:
+    # Given a plan planned on the state committed by op-base, at revision 1
+    path = {
+        Stage.PREPARED: (),
+        Stage.PARKED: (Stage.PARKED,),
+        Stage.FAILED: (Stage.FAILED,),
+        Stage.DEAD_LETTERED: (Stage.DEAD_LETTERED,),
+    }[stage]
+    operation = operation_of(PLAN, *path)
+    # When revision 1 was committed by another lineage (a plan of the same revision number)
+    admission = decide(operation, PLAN, committed(PLAN, 1, "op-of-another-lineage"))
+    # Then it is a conflict: replanned on the committed state, never applied on top of it
+    assert admission.verdict is Verdict.CONFLICT
+    assert admission.path[-1] is Stage.CONFLICT
+    assert admission.reason is not None
+    assert admission.reason.error_class == "LineageConflict"
+    assert "op-of-another-lineage" in admission.reason.message
+
+
+def test_a_new_document_plan_conflicts_with_any_committed_state_and_proceeds_on_none() -> None:
+    new = at_revision(plan_for("doc-1"), 0)
+    assert new.base_operation_id is None
+    assert decide(operation_of(new), new, None).verdict is Verdict.PROCEED
+    assert decide(operation_of(new), new, committed(new, 1)).verdict is Verdict.CONFLICT
+
+
+def test_a_plan_on_its_own_base_proceeds() -> None:
+    assert decide(operation_of(PLAN), PLAN, committed(PLAN, 1, BASE)).verdict is Verdict.PROCEED

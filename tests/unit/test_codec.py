@@ -114,6 +114,7 @@ def rich_plan(**overrides: Any) -> IngestionPlan:
         "document_version": "v7",
         "operation_id": "op_0123456789abcdef",
         "expected_revision": 3,
+        "base_operation_id": "op_base",
         "graph": GraphOptions(database="kg", node_label="Thing"),
         "mutation": Mutation(
             node_upserts=(
@@ -139,6 +140,8 @@ def rich_plan(**overrides: Any) -> IngestionPlan:
             node_ids=("n:ada", "n:bob", "n:bare"),
             edge_keys=(edge_ab, edge_ab2),
             superseded_edge_keys=(old_edge,),
+            kept_edge_keys=(EdgeKey(src="n:ada", type="MET", dst="n:bob", rank=0),),
+            base_operation_id="op_base",
             fact_sources=(
                 FactSource(
                     fact_id="n:ada",
@@ -181,7 +184,7 @@ def rich_plan(**overrides: Any) -> IngestionPlan:
 
 def minimal_plan() -> IngestionPlan:
     return IngestionPlan.freeze(
-        kind=PlanKind.NO_OP,
+        kind=PlanKind.INGESTION,
         space="s",
         document_id="d",
         document_version="",
@@ -754,13 +757,28 @@ def test_message_written_with_an_older_schema_decodes_with_the_current_one() -> 
 
 
 def test_a_plan_written_with_plan_v1_decodes_and_keeps_its_fingerprint() -> None:
-    # Given a plan frozen before states carried what they were planned with
+    # Given a plan frozen before states carried what they were planned with (a new document's:
+    # plans onto a state name their base since plan.v3)
     state = rich_plan().next_state.model_copy(
-        update={"schema_version": None, "extraction_fingerprint": None, "source_updated_at": None}
+        update={
+            "schema_version": None,
+            "extraction_fingerprint": None,
+            "source_updated_at": None,
+            "revision": 1,
+            "base_operation_id": None,
+            "kept_edge_keys": (),
+        }
     )
-    plan = rich_plan(next_state=state)
+    plan = rich_plan(next_state=state, expected_revision=0, base_operation_id=None)
     record = codec._plan_record(plan)
-    for name in ("schema_version", "extraction_fingerprint", "source_updated_at"):
+    del record["base_operation_id"]
+    for name in (
+        "schema_version",
+        "extraction_fingerprint",
+        "source_updated_at",
+        "base_operation_id",
+        "kept_edge_keys",
+    ):
         del record["next_state"][name]
     v1 = schema_version(PLAN, 1, _raw_schema(PLAN, 1))
     assert BUNDLED.lookup(v1.fingerprint) is not None
@@ -781,6 +799,13 @@ def test_what_a_state_was_planned_with_is_part_of_the_fingerprint() -> None:
     ):
         other = rich_plan(next_state=plan.next_state.model_copy(update=change))
         assert other.fingerprint != plan.fingerprint, change
+    other_base = rich_plan(
+        base_operation_id="op_other",
+        next_state=plan.next_state.model_copy(update={"base_operation_id": "op_other"}),
+    )
+    assert other_base.fingerprint != plan.fingerprint
+    unkept = rich_plan(next_state=plan.next_state.model_copy(update={"kept_edge_keys": ()}))
+    assert unkept.fingerprint != plan.fingerprint
     later_source = plan.next_state.model_copy(update={"source_updated_at": AT})
     assert rich_plan(next_state=later_source).fingerprint == plan.fingerprint
 

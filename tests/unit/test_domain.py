@@ -9,7 +9,11 @@ from graph_ingest.domain.ids import derive_operation_id
 from graph_ingest.domain.mutation import EdgeUpsert, Mutation, NodeUpsert
 from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage, check_transition
 from graph_ingest.domain.state import normalize_name
+from tests.samples import Entity, sample_plan
 from tests.unit.plans import plan_for
+
+ALICE = Entity("Person", "Alice")
+BOB = Entity("Person", "Bob")
 
 
 @pytest.mark.parametrize("bad", ["a-b", "x) DETACH DELETE n //", "", "1abc", "a b", "a`b", "é"])
@@ -104,3 +108,20 @@ def test_plan_rejects_inconsistent_next_state() -> None:
 def test_normalize_name_is_nfkc_trimmed_collapsed_casefolded(name: str, key: str) -> None:
     assert normalize_name(name) == key
     assert normalize_name(key) == key  # a fixed point
+
+
+def test_a_plan_names_its_base_exactly_when_it_expects_a_revision() -> None:
+    plan = sample_plan("kb", "doc-1", "Alice knows Bob.", [ALICE, BOB], [])
+    assert plan.base_operation_id is None
+    later = sample_plan("kb", "doc-1", "Alice.", [ALICE], [], previous=plan.next_state)
+    assert later.base_operation_id == plan.operation_id == later.next_state.base_operation_id
+    with pytest.raises(ValidationError, match="base_operation_id"):
+        later.model_validate({**later.model_dump(), "base_operation_id": None})
+    with pytest.raises(ValidationError, match="base_operation_id"):
+        plan.model_validate({**plan.model_dump(), "base_operation_id": "op-x"})
+
+
+def test_the_same_content_on_another_base_is_another_operation() -> None:
+    args = ("kb", "doc-1", 1, "sha256:c", "v1:x")
+    assert derive_operation_id(*args, "op-a") != derive_operation_id(*args, "op-b")
+    assert derive_operation_id(*args) != derive_operation_id(*args, "op-a")

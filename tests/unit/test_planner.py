@@ -114,9 +114,10 @@ def test_an_unchanged_resubmission_is_a_no_op_without_extraction() -> None:
     assert (again.kind, again.expected_revision, rules.calls) == (PlanKind.NO_OP, 1, 1)
     assert again.mutation.is_empty
     assert again.operation_id != first.operation_id
-    assert again.next_state.revision == 2
-    assert again.next_state.fact_sources == first.next_state.fact_sources
-    assert again.next_state.source_updated_at == T0
+    # a NO_OP changes nothing: its next state is the state it was planned on, as committed
+    assert again.base_operation_id == first.operation_id
+    assert again.next_state == first.next_state
+    assert not again.changes_state
 
 
 @pytest.mark.parametrize(
@@ -200,7 +201,10 @@ def test_stale_edges_are_superseded_and_deleted_only_when_unreferenced() -> None
 
     assert set(dropped.next_state.superseded_edge_keys) == {owns, member}
     assert set(dropped.mutation.edge_deletes) == {owns, member}
-    assert set(kept.next_state.superseded_edge_keys) == {owns, member}
+    # KEEP keeps them as the document's: reconcile expects them, nothing deletes them
+    assert kept.next_state.superseded_edge_keys == ()
+    assert set(kept.next_state.kept_edge_keys) == {owns, member}
+    assert {owns.src, owns.dst, member.src, member.dst} <= set(kept.next_state.node_ids)
     assert kept.mutation.edge_deletes == ()
 
 
@@ -379,3 +383,46 @@ def test_a_plan_that_does_not_validate_is_a_planning_error() -> None:
 def test_the_configured_extractor_must_exist() -> None:
     with pytest.raises(ConfigurationError, match=r"planner\.extractor 'llm'"):
         Planner(example_schema(), {}, FakeView(), PlannerSettings(extractor="llm"))
+
+
+def test_a_node_an_update_no_longer_mentions_is_deleted_unless_another_document_lists_it() -> None:
+    # Given document a mentions Bob, the Payments Team and the Ledger Service; b lists the team
+    view = FakeView()
+    p, _ = planner(view)
+    a1 = p.plan(request("a", DOC_A))
+    view.commit(a1)
+    view.commit(p.plan(request("b", "Alice is a member of the Payments Team.")))
+    # When a's next version no longer mentions any of them
+    a2 = p.plan(request("a", "Carol works on Project Atlas.", document_version="2"))
+    # Then the nodes only a listed are deleted (with what still touches them), the team is not
+    gone = set(a1.next_state.node_ids) - set(a2.next_state.node_ids)
+    team = next(k.dst for k in a1.next_state.edge_keys if k.type == "MEMBER_OF")
+    assert team in gone
+    assert set(a2.mutation.node_deletes) == gone - {team}
+    assert a2.mutation.detach_deleted_nodes
+    # and a KEEP update keeps the endpoints of the edges it keeps
+    p.forget([("kb", "a")])
+    kept = p.plan(
+        request(
+            "a",
+            "Carol works on Project Atlas.",
+            document_version="2",
+            options=IngestOptions(stale_relation_policy=StaleRelationPolicy.KEEP),
+        )
+    )
+    assert kept.mutation.node_deletes == ()
+    assert gone <= set(kept.next_state.node_ids)
+
+
+def test_each_plan_names_the_state_it_was_planned_on() -> None:
+    view = FakeView()
+    p, _ = planner(view)
+    v1 = p.plan(request("a", DOC_A))
+    v2 = p.plan(request("a", DOC_A_V2, document_version="2"))  # on v1's planned state
+    assert (v1.base_operation_id, v2.base_operation_id) == (None, v1.operation_id)
+    # When the planner forgets and plans again on the committed state (none yet)
+    p.forget([("kb", "a")])
+    v3 = p.plan(request("a", DOC_A_V2, document_version="3"))
+    # Then v3 is bound to no state: it and v1 cannot both commit revision 1 onto nothing
+    assert (v3.expected_revision, v3.base_operation_id) == (0, None)
+    assert v3.operation_id != v1.operation_id

@@ -18,7 +18,7 @@ class Verdict(StrEnum):
     DUPLICATE = "DUPLICATE"  # already COMPLETED
     STALE = "STALE"  # already CONFLICT
     REPAIR = "REPAIR"  # the state commit happened; only the operation log is behind
-    CONFLICT = "CONFLICT"  # the document moved past the plan's expected revision
+    CONFLICT = "CONFLICT"  # the document moved past the plan's base (revision or lineage)
     PARK = "PARK"  # an earlier revision of the document has not committed yet
     PROCEED = "PROCEED"  # the document is at the expected revision: apply
 
@@ -69,6 +69,12 @@ def decide(
             path=path_to(stage, Stage.CONFLICT),
             reason=conflict_reason(current, plan.expected_revision),
         )
+    if current == plan.expected_revision and not on_base(plan, committed):
+        return Admission(
+            Verdict.CONFLICT,
+            path=path_to(stage, Stage.CONFLICT),
+            reason=lineage_conflict_reason(plan, committed),
+        )
     if current < plan.expected_revision:
         path = () if stage is Stage.PARKED else path_to(stage, Stage.PARKED)
         return Admission(
@@ -107,6 +113,29 @@ def conflict_reason(current: int | None, expected: int) -> ErrorInfo:
     )
 
 
+def on_base(plan: IngestionPlan, committed: CommittedRevision | None) -> bool:
+    """Whether the committed state is the one the plan was planned on (DESIGN.md §7a): the same
+    revision is not enough, another lineage may have committed it."""
+    return (committed.operation_id if committed else None) == plan.base_operation_id
+
+
+def applies_onto(plan: IngestionPlan, committed: CommittedRevision | None) -> bool:
+    """Whether ``committed`` is exactly the state the plan was planned on (revision and base)."""
+    current = committed.revision if committed else 0
+    return current == plan.expected_revision and on_base(plan, committed)
+
+
+def lineage_conflict_reason(plan: IngestionPlan, committed: CommittedRevision | None) -> ErrorInfo:
+    at = committed.operation_id if committed else "no state"
+    return ErrorInfo(
+        code=StatusCode.FAILED_PRECONDITION,
+        error_class="LineageConflict",
+        message=f"document at revision {plan.expected_revision} committed by {at}, but the plan "
+        f"was planned on {plan.base_operation_id or 'no state'}: the plan is stale, replan "
+        "against the current state",
+    )
+
+
 def binding_mismatch(operation: Operation, plan: IngestionPlan) -> str | None:
     bound = (
         operation.fingerprint,
@@ -127,9 +156,12 @@ def binding_mismatch(operation: Operation, plan: IngestionPlan) -> str | None:
 __all__ = [
     "Admission",
     "Verdict",
+    "applies_onto",
     "binding_mismatch",
     "conflict_reason",
     "decide",
+    "lineage_conflict_reason",
+    "on_base",
     "path_to",
     "path_to_completed",
 ]

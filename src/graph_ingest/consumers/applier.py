@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from graph_ingest.consumers.admission import Verdict, binding_mismatch, conflict_reason, decide
+from graph_ingest.consumers.admission import (
+    Verdict,
+    applies_onto,
+    binding_mismatch,
+    conflict_reason,
+    decide,
+)
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.consumers.routing import Failure, FailureRouter, Ladder
 from graph_ingest.dlq.entries import dlq_message, with_status
@@ -359,19 +365,16 @@ class PlanApplier:
         documents = _documents(to_write)
         with self._store.unit_of_work() as uow:
             uow.lock_documents(documents)
-            revisions = {
-                key: committed.revision
-                for key, committed in uow.document_revisions(documents).items()
-            }
-            moved = [
-                w for w in to_write if revisions.get(w.document, 0) != w.plan.expected_revision
-            ]
+            revisions = uow.document_revisions(documents)
+            moved = [w for w in to_write if not applies_onto(w.plan, revisions.get(w.document))]
             if moved:
                 first = moved[0]
+                at = revisions.get(first.document)
                 raise DocumentMovedOn(
                     f"{first.message.context()}: document {first.plan.key} is at revision "
-                    f"{revisions.get(first.document, 0)}, the plan expects "
-                    f"{first.plan.expected_revision}; another worker moved it on "
+                    f"{at.revision if at else 0} ({at.operation_id if at else 'no state'}), the "
+                    f"plan expects {first.plan.expected_revision} "
+                    f"({first.plan.base_operation_id or 'no state'}); another worker moved it on "
                     f"({len(moved)} plan(s) of the batch): nothing written, admitting again"
                 )
             uow.register_entities([r for w in to_write for r in w.plan.registrations])
@@ -393,8 +396,12 @@ class PlanApplier:
         to_commit = [w for w in admitted if w.operation.stage is Stage.GRAPH_APPLIED]
         uow.lock_documents(_documents(to_commit))
         failed_cas = uow.commit_document_states(
-            [w.plan.next_state.model_copy(update={"committed_at": now}) for w in to_commit]
-        )
+            [
+                w.plan.next_state.model_copy(update={"committed_at": now})
+                for w in to_commit
+                if w.plan.changes_state
+            ]
+        ) | self._moved_under_no_ops(uow, to_commit)
         committed = []
         for work in to_commit:
             if work.document in failed_cas:
@@ -410,7 +417,17 @@ class PlanApplier:
                 work.move(Stage.COMPLETED, at=now)
                 outcomes[work.message.position] = Outcome.COMPLETED
         uow.save_operations([op for w in admitted for op in w.flush_changes()])
-        self._release_parked(uow, [w.plan for w in committed])
+        self._release_parked(uow, [w.plan for w in committed if w.plan.changes_state])
+
+    @staticmethod
+    def _moved_under_no_ops(uow: UnitOfWork, to_commit: list[_Work]) -> set[tuple[str, str]]:
+        """Documents whose NO_OP no longer sits on its base: a NO_OP commits no state (nothing
+        to compare and set), so its base is checked here, under the document locks."""
+        no_ops = [w for w in to_commit if not w.plan.changes_state]
+        if not no_ops:
+            return set()
+        revisions = uow.document_revisions(_documents(no_ops))
+        return {w.document for w in no_ops if not applies_onto(w.plan, revisions.get(w.document))}
 
     def _release_parked(self, uow: UnitOfWork, committed: list[IngestionPlan]) -> None:
         """Re-publish plans that were waiting for these revisions; they re-enter the applier.

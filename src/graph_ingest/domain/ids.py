@@ -15,11 +15,21 @@ def derive_operation_id(
     expected_revision: int,
     content_hash: str,
     extraction_fingerprint: str,
+    base_operation_id: str | None = None,
 ) -> str:
-    """Identify one ingestion intent. The expected revision keeps A->B->A reverts distinct."""
-    material = canonical_json(
-        [space, document_id, expected_revision, content_hash, extraction_fingerprint]
-    )
+    """Identify one ingestion intent. The expected revision keeps A->B->A reverts distinct; the
+    base operation keeps apart two plans of one content onto different states of one revision
+    (a replan after another lineage committed). A new document has no base: its id is as before."""
+    parts: list[str | int] = [
+        space,
+        document_id,
+        expected_revision,
+        content_hash,
+        extraction_fingerprint,
+    ]
+    if base_operation_id is not None:
+        parts.append(base_operation_id)
+    material = canonical_json(parts)
     return "op_" + hashlib.sha256(material).hexdigest()[:32]
 
 

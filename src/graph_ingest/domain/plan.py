@@ -51,6 +51,9 @@ class IngestionPlan(FrozenModel):
     document_version: StoredText
     operation_id: StoredId
     expected_revision: int = Field(ge=0, le=MAX_REVISION - 1)
+    base_operation_id: StoredId | None = None
+    """The operation whose committed state the plan was planned on (DESIGN.md §7a): the plan
+    applies only onto exactly that state. None only for a new document (expected revision 0)."""
     graph: GraphOptions = GraphOptions()
     mutation: Mutation = Mutation()
     next_state: DocumentState
@@ -65,13 +68,31 @@ class IngestionPlan(FrozenModel):
         problems = []
         if (state.space, state.document_id) != (self.space, self.document_id):
             problems.append("next_state names another document")
-        if state.revision != self.expected_revision + 1:
+        if (self.base_operation_id is None) != (self.expected_revision == 0):
             problems.append(
-                f"next_state.revision {state.revision} != expected_revision + 1 "
-                f"({self.expected_revision + 1})"
+                "base_operation_id must name the operation of the state the plan was planned on "
+                "when expected_revision > 0, and be absent when it is 0"
             )
-        if state.operation_id != self.operation_id:
-            problems.append("next_state.operation_id differs from operation_id")
+        if self.kind is PlanKind.NO_OP:
+            # A NO_OP changes nothing: its next state is the state it was planned on.
+            if (state.revision, state.operation_id) != (
+                self.expected_revision,
+                self.base_operation_id,
+            ):
+                problems.append(
+                    "a NO_OP plan's next_state must be its base state "
+                    "(revision = expected_revision, operation_id = base_operation_id)"
+                )
+        else:
+            if state.revision != self.expected_revision + 1:
+                problems.append(
+                    f"next_state.revision {state.revision} != expected_revision + 1 "
+                    f"({self.expected_revision + 1})"
+                )
+            if state.operation_id != self.operation_id:
+                problems.append("next_state.operation_id differs from operation_id")
+            if state.base_operation_id != self.base_operation_id:
+                problems.append("next_state.base_operation_id differs from base_operation_id")
         if any(r.space != self.space for r in self.registrations):
             problems.append("a registration names another space")
         if self.kind is PlanKind.NO_OP and not self.mutation.is_empty:
@@ -83,6 +104,11 @@ class IngestionPlan(FrozenModel):
     @property
     def key(self) -> str:
         return f"{self.space}/{self.document_id}"
+
+    @property
+    def changes_state(self) -> bool:
+        """Whether committing the plan moves the document to a new revision (a NO_OP does not)."""
+        return self.kind is not PlanKind.NO_OP
 
     def business_content(self) -> dict[str, Any]:
         return business_content_of(self)
@@ -129,6 +155,13 @@ def _planned_with(state: DocumentState) -> dict[str, str]:
     return {name: value for name, value in present.items() if value is not None}
 
 
+def _based_on(plan: IngestionPlan) -> dict[str, str]:
+    """The base operation, where the plan has one: a new document's plan keeps the fingerprint
+    it had before plans named their base."""
+    base = plan.base_operation_id
+    return {} if base is None else {"base_operation_id": base}
+
+
 def _as_is(properties: Mapping[str, PropertyValue]) -> Any:
     return properties
 
@@ -147,6 +180,7 @@ def business_content_of(
         "document_id": plan.document_id,
         "document_version": plan.document_version,
         "expected_revision": plan.expected_revision,
+        **_based_on(plan),
         "graph": plan.graph.model_dump(mode="json"),
         "mutation": {
             "node_upserts": sorted(
@@ -179,6 +213,7 @@ def business_content_of(
             "node_ids": sorted(set(s.node_ids)),
             "edge_keys": _edges(s.edge_keys),
             "superseded_edge_keys": _edges(s.superseded_edge_keys),
+            **({"kept_edge_keys": _edges(s.kept_edge_keys)} if s.kept_edge_keys else {}),
             "fact_sources": sorted(
                 (
                     {

@@ -58,6 +58,12 @@ class DocumentState(FrozenModel):
     node_ids: tuple[StoredId, ...] = ()
     edge_keys: tuple[EdgeKey, ...] = ()
     superseded_edge_keys: tuple[EdgeKey, ...] = ()
+    kept_edge_keys: tuple[EdgeKey, ...] = ()
+    """Edges an earlier revision listed that this one no longer does, kept in the graph by the
+    KEEP stale-relation policy: still the document's, so reconcile expects them."""
+    base_operation_id: StoredId | None = None
+    """The operation whose committed state this one was planned on (None: planned on no state,
+    a new document). The compare-and-set binds the plan to it (DESIGN.md §7a)."""
     fact_sources: tuple[FactSource, ...] = ()
     schema_version: StoredText | None = None
     """The graph schema version the state was planned with (None: planned by hand, or retracted)."""
@@ -77,6 +83,7 @@ class DocumentState(FrozenModel):
         reject_duplicates("node id", self.node_ids)
         reject_duplicates("edge key", [edge_text(k) for k in self.edge_keys])
         reject_duplicates("superseded edge key", [edge_text(k) for k in self.superseded_edge_keys])
+        reject_duplicates("kept edge key", [edge_text(k) for k in self.kept_edge_keys])
         reject_duplicates("fact source", [f.fact_id for f in self.fact_sources])
         for fact in self.fact_sources:
             check_index_key(

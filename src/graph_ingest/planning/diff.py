@@ -94,11 +94,24 @@ def is_unchanged(
 
 
 def stale_edges(previous: DocumentState | None, current: Iterable[EdgeKey]) -> tuple[EdgeKey, ...]:
-    """The previous state's edges the current one no longer lists, in edge order."""
+    """The previous state's edges (listed or kept) the current one no longer lists, in edge
+    order."""
     if previous is None:
         return ()
-    kept = set(current)
-    return tuple(sorted((k for k in previous.edge_keys if k not in kept), key=EdgeKey.sort_key))
+    listed = set(current)
+    return tuple(
+        sorted(
+            (k for k in (*previous.edge_keys, *previous.kept_edge_keys) if k not in listed),
+            key=EdgeKey.sort_key,
+        )
+    )
 
 
-__all__ = ["check_order", "extraction_fingerprint", "is_unchanged", "stale_edges"]
+def stale_nodes(previous: DocumentState | None, current: Iterable[str]) -> tuple[str, ...]:
+    """The previous state's node ids the current one no longer lists, sorted."""
+    if previous is None:
+        return ()
+    return tuple(sorted(set(previous.node_ids).difference(current)))
+
+
+__all__ = ["check_order", "extraction_fingerprint", "is_unchanged", "stale_edges", "stale_nodes"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -52,6 +53,7 @@ from graph_ingest.planning.diff import (
     extraction_fingerprint,
     is_unchanged,
     stale_edges,
+    stale_nodes,
 )
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.planning.extractor import Extractor
@@ -241,8 +243,9 @@ class Planner:
             },
         )
         expected = previous.revision if previous is not None else 0
+        base = previous.operation_id if previous is not None else None
         operation_id = request.operation_id or derive_operation_id(
-            request.space, request.document_id, expected, digest, fingerprint
+            request.space, request.document_id, expected, digest, fingerprint, base
         )
         provenance = Provenance(
             extractor=extractor.name,
@@ -261,16 +264,17 @@ class Planner:
                 extraction_fingerprint=fingerprint,
             )
         ):
-            same = previous.model_copy(
-                update={
-                    "revision": expected + 1,
-                    "operation_id": operation_id,
-                    "source_updated_at": source_updated_at,
-                    "committed_at": None,
-                }
-            )
+            # Nothing to change: the NO_OP's next state is its base, committed as it is.
             no_op = self._freeze(
-                PlanKind.NO_OP, request, expected, Mutation(), same, (), provenance
+                PlanKind.NO_OP,
+                request,
+                expected,
+                Mutation(),
+                previous.model_copy(update={"committed_at": None}),
+                (),
+                provenance,
+                operation_id=operation_id,
+                base=base,
             )
             return PlannedRequest(no_op)
 
@@ -305,23 +309,19 @@ class Planner:
             for entity in resolution.entities
         ]
         edges = _edges(extraction.relations, resolution)
-        key = (request.space, request.document_id)
-        stale = stale_edges(previous, edges)
-        deletes = (
-            self._unclaimed_edges(key, stale)
-            if request.options.stale_relation_policy is StaleRelationPolicy.DELETE_IF_UNREFERENCED
-            else ()
-        )
+        stale = self._stale(request, previous, nodes, edges)
         state = DocumentState(
             space=request.space,
             document_id=request.document_id,
             revision=expected + 1,
             operation_id=operation_id,
+            base_operation_id=base,
             content_hash=digest,
             document_version=request.document_version,
-            node_ids=tuple(sorted(n.node_id for n in nodes)),
+            node_ids=stale.node_ids,
             edge_keys=tuple(sorted(edges, key=EdgeKey.sort_key)),
-            superseded_edge_keys=stale,
+            superseded_edge_keys=stale.superseded,
+            kept_edge_keys=stale.kept,
             fact_sources=tuple(
                 [_fact(e.node_id, FactKind.NODE, e.evidence) for e in resolution.entities]
                 + [_fact(fact_id_of(k), FactKind.EDGE, ev) for k, (_, ev) in edges.items()]
@@ -336,11 +336,21 @@ class Planner:
                 EdgeUpsert(src=k.src, type=k.type, dst=k.dst, rank=k.rank, properties=props)
                 for k, (props, _) in edges.items()
             ),
-            edge_deletes=deletes,
+            edge_deletes=stale.edge_deletes,
+            node_deletes=stale.node_deletes,
+            detach_deleted_nodes=bool(stale.node_deletes),
         )
         registrations = resolution.registrations(request.space)
         plan = self._freeze(
-            PlanKind.INGESTION, request, expected, mutation, state, registrations, provenance
+            PlanKind.INGESTION,
+            request,
+            expected,
+            mutation,
+            state,
+            registrations,
+            provenance,
+            operation_id=operation_id,
+            base=base,
         )
         return PlannedRequest(plan, extraction.issues)
 
@@ -364,19 +374,22 @@ class Planner:
             )
         key = (request.space, request.document_id)
         expected = previous.revision
+        base = previous.operation_id
         operation_id = request.operation_id or derive_operation_id(
             request.space,
             request.document_id,
             expected,
             previous.content_hash,
             RETRACTION_FINGERPRINT,
+            base,
         )
-        edges = tuple(sorted(previous.edge_keys, key=EdgeKey.sort_key))
+        edges = stale_edges(previous, ())
         state = DocumentState(
             space=request.space,
             document_id=request.document_id,
             revision=expected + 1,
             operation_id=operation_id,
+            base_operation_id=base,
             content_hash=previous.content_hash,
             document_version=request.document_version,
             superseded_edge_keys=edges,
@@ -388,7 +401,17 @@ class Planner:
             detach_deleted_nodes=True,
         )
         provenance = Provenance(extractor="retraction")
-        return self._freeze(PlanKind.RETRACTION, request, expected, mutation, state, (), provenance)
+        return self._freeze(
+            PlanKind.RETRACTION,
+            request,
+            expected,
+            mutation,
+            state,
+            (),
+            provenance,
+            operation_id=operation_id,
+            base=base,
+        )
 
     # -- shared ----------------------------------------------------------------------------
 
@@ -407,6 +430,38 @@ class Planner:
         claimed |= self._planned.nodes_listed_by_others(key, nodes)
         return tuple(n for n in nodes if n not in claimed)
 
+    def _stale(
+        self,
+        request: IngestRequest,
+        previous: DocumentState | None,
+        nodes: Sequence[NodeUpsert],
+        edges: Mapping[EdgeKey, object],
+    ) -> _Stale:
+        """What the new version drops from the previous one, and what becomes of it.
+
+        DELETE_IF_UNREFERENCED deletes dropped edges that no other document lists; KEEP keeps
+        them as the document's (``kept_edge_keys``), with their endpoints among its nodes. A
+        dropped node that is no kept edge's endpoint is deleted (with what still touches it)
+        when no other document lists it, under either policy: KEEP keeps relations."""
+        key = (request.space, request.document_id)
+        stale = stale_edges(previous, edges)
+        mentioned = {n.node_id for n in nodes}
+        superseded: tuple[EdgeKey, ...] = ()
+        kept: tuple[EdgeKey, ...] = ()
+        edge_deletes: tuple[EdgeKey, ...] = ()
+        if request.options.stale_relation_policy is StaleRelationPolicy.DELETE_IF_UNREFERENCED:
+            superseded, edge_deletes = stale, self._unclaimed_edges(key, stale)
+        else:
+            kept = stale
+        node_ids = mentioned | {end for k in kept for end in (k.src, k.dst)}
+        return _Stale(
+            node_ids=tuple(sorted(node_ids)),
+            superseded=superseded,
+            kept=kept,
+            edge_deletes=edge_deletes,
+            node_deletes=self._unclaimed_nodes(key, stale_nodes(previous, node_ids)),
+        )
+
     def _freeze(
         self,
         kind: PlanKind,
@@ -416,14 +471,18 @@ class Planner:
         state: DocumentState,
         registrations: Iterable[EntityRegistration],
         provenance: Provenance,
+        *,
+        operation_id: str,
+        base: str | None,
     ) -> IngestionPlan:
         return IngestionPlan.freeze(
             kind=kind,
             space=request.space,
             document_id=request.document_id,
             document_version=request.document_version,
-            operation_id=state.operation_id,
+            operation_id=operation_id,
             expected_revision=expected,
+            base_operation_id=base,
             graph=self._graph,
             mutation=mutation,
             next_state=state,
@@ -431,6 +490,17 @@ class Planner:
             provenance=provenance,
             created_at=self._clock(),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Stale:
+    """The previous version's elements as the new state and mutation treat them."""
+
+    node_ids: tuple[str, ...]
+    superseded: tuple[EdgeKey, ...]
+    kept: tuple[EdgeKey, ...]
+    edge_deletes: tuple[EdgeKey, ...]
+    node_deletes: tuple[str, ...]
 
 
 def _content_hash(request: IngestRequest) -> str:

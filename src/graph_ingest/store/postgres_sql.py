@@ -117,25 +117,27 @@ WITH incoming AS (
     FROM unnest(
         %(space)b::text[], %(document_id)b::text[], %(revision)b::int[], %(operation_id)b::text[],
         %(content_hash)b::text[], %(document_version)b::text[], %(node_ids)b::text[],
-        %(edge_keys)b::text[], %(superseded_edge_keys)b::text[], %(schema_version)b::text[],
+        %(edge_keys)b::text[], %(superseded_edge_keys)b::text[], %(kept_edge_keys)b::text[],
+        %(base_operation_id)b::text[], %(schema_version)b::text[],
         %(extraction_fingerprint)b::text[], %(source_updated_at)b::timestamptz[],
         %(committed_at)b::timestamptz[], %(state)b::text[]
     ) AS n(
         space, document_id, revision, operation_id, content_hash, document_version, node_ids,
-        edge_keys, superseded_edge_keys, schema_version, extraction_fingerprint,
-        source_updated_at, committed_at, state
+        edge_keys, superseded_edge_keys, kept_edge_keys, base_operation_id, schema_version,
+        extraction_fingerprint, source_updated_at, committed_at, state
     )
 ), created AS (
     INSERT INTO document_states (
         space, document_id, revision, operation_id, content_hash, document_version, node_ids,
-        edge_keys, superseded_edge_keys, schema_version, extraction_fingerprint,
-        source_updated_at, committed_at
+        edge_keys, superseded_edge_keys, kept_edge_keys, base_operation_id, schema_version,
+        extraction_fingerprint, source_updated_at, committed_at
     )
     SELECT space, document_id, revision, operation_id, content_hash, document_version,
-           node_ids::jsonb, edge_keys::jsonb, superseded_edge_keys::jsonb, schema_version,
-           extraction_fingerprint, source_updated_at, committed_at
+           node_ids::jsonb, edge_keys::jsonb, superseded_edge_keys::jsonb, kept_edge_keys::jsonb,
+           base_operation_id, schema_version, extraction_fingerprint, source_updated_at,
+           committed_at
     FROM incoming
-    WHERE revision = 1
+    WHERE revision = 1 AND base_operation_id IS NULL
     ON CONFLICT (space, document_id) DO NOTHING
     RETURNING space, document_id
 ), advanced AS (
@@ -147,6 +149,8 @@ WITH incoming AS (
         node_ids = n.node_ids::jsonb,
         edge_keys = n.edge_keys::jsonb,
         superseded_edge_keys = n.superseded_edge_keys::jsonb,
+        kept_edge_keys = n.kept_edge_keys::jsonb,
+        base_operation_id = n.base_operation_id,
         schema_version = n.schema_version,
         extraction_fingerprint = n.extraction_fingerprint,
         source_updated_at = n.source_updated_at,
@@ -154,6 +158,8 @@ WITH incoming AS (
     FROM incoming AS n
     WHERE n.revision > 1
       AND d.space = n.space AND d.document_id = n.document_id AND d.revision = n.revision - 1
+      -- the lineage: the state must be exactly the one the plan was planned on (DESIGN.md §7a)
+      AND d.operation_id = n.base_operation_id
     RETURNING d.space, d.document_id
 ), committed AS (
     SELECT space, document_id FROM created
@@ -412,7 +418,8 @@ GET_PLAN_BYTES = "SELECT plan_bytes FROM operations WHERE operation_id = %s"
 
 GET_DOCUMENT_STATE = """
 SELECT d.space, d.document_id, d.revision, d.operation_id, d.content_hash, d.document_version,
-       d.node_ids, d.edge_keys, d.superseded_edge_keys, d.schema_version,
+       d.node_ids, d.edge_keys, d.superseded_edge_keys, d.kept_edge_keys, d.base_operation_id,
+       d.schema_version,
        d.extraction_fingerprint, d.source_updated_at, d.committed_at,
        COALESCE(
            (SELECT jsonb_agg(
@@ -456,7 +463,8 @@ FROM unnest(%(space)b::text[], %(document_id)b::text[], %(edge)b::text[])
   WITH ORDINALITY AS k(space, document_id, edge, ord)
 WHERE EXISTS (
     SELECT 1 FROM document_states AS d
-    WHERE d.edge_keys @> jsonb_build_array(k.edge::jsonb)
+    WHERE (d.edge_keys @> jsonb_build_array(k.edge::jsonb)
+           OR d.kept_edge_keys @> jsonb_build_array(k.edge::jsonb))
       AND (d.space, d.document_id) <> (k.space, k.document_id)
 )
 """
