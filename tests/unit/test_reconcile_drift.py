@@ -2,7 +2,7 @@
 
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.plan import IngestionPlan
-from graph_ingest.reconcile.drift import Drift, compare, repair_plan, superseded_in_graph
+from graph_ingest.reconcile.drift import Drift, compare, repair_plan, unlisted_in_graph
 from graph_ingest.store.base import CommittedElements
 from tests.samples import Entity, Relation, sample_plan
 from tests.unit.plans import ACME, ALICE, BERLIN, plan_for
@@ -84,7 +84,7 @@ def test_a_superseded_edge_another_document_claims_is_not_unexpected() -> None:
     nodes, edges = all_of(plan)
     first, second = sorted(plan.next_state.superseded_edge_keys, key=EdgeKey.sort_key)
     present = edges | {first, second}
-    assert set(superseded_in_graph(elements(plan), present)) == {first, second}
+    assert set(unlisted_in_graph(elements(plan), present)) == {first, second}
     drift = compare(elements(plan), nodes, present, claimed_elsewhere={first})
     assert drift.unexpected_edges == (second,)
 
@@ -153,3 +153,29 @@ def test_repair_plan_names_what_the_plan_does_not_upsert() -> None:
 
 def _fields(state: CommittedElements) -> dict[str, object]:
     return {name: getattr(state, name) for name in CommittedElements.__slots__}  # type: ignore[attr-defined]
+
+
+def test_an_edge_around_the_documents_nodes_that_no_state_lists_is_unexpected() -> None:
+    # Given a committed state and the graph around it, holding an edge of another lineage that
+    # the state never listed, not even as superseded
+    plan = plan_for("doc")
+    state = elements(plan)
+    nodes, edges = all_of(plan)
+    ghost = EdgeKey(src=state.node_ids[0], type="LEFT_BY_V1", dst=state.node_ids[1], rank=0)
+    elsewhere = EdgeKey(src=state.node_ids[1], type="OTHERS", dst="n:far", rank=0)
+    touching = edges | {ghost, elsewhere}
+    # When it is compared, the edge another document lists (elsewhere) being claimed
+    drift = compare(state, nodes, touching, claimed_elsewhere={elsewhere}, touching=touching)
+    # Then only the unlisted one is unexpected
+    assert drift.unexpected_edges == (ghost,)
+
+
+def test_an_edge_kept_by_the_keep_policy_is_not_unexpected() -> None:
+    plan = plan_for("doc")
+    state = elements(plan)
+    nodes, edges = all_of(plan)
+    kept = EdgeKey(src=state.node_ids[0], type="WAS_KEPT", dst=state.node_ids[1], rank=0)
+    keeping = CommittedElements(**{**_fields(state), "kept_edge_keys": (kept,)})
+    touching = edges | {kept}
+    assert compare(keeping, nodes, touching, touching=touching).is_clean
+    assert compare(state, nodes, touching, touching=touching).unexpected_edges == (kept,)

@@ -11,6 +11,7 @@ from graph_ingest.reconcile.service import (
     RepairStatus,
     ScanReport,
     Unchecked,
+    UnlistedNode,
 )
 
 EDGE = EdgeKey(src="a", type="KNOWS", dst="b")
@@ -27,10 +28,27 @@ def test_a_clean_scan_says_so_in_one_line() -> None:
             "drifted": 0,
             "changed_while_checked": 0,
             "documents": [],
+            "unreferenced_nodes": [],
             "unchecked": [],
         },
         "repairs": [],
         "rescan": None,
+    }
+
+
+def test_unreferenced_nodes_are_drift_listed_by_their_first_ids() -> None:
+    nodes = tuple(UnlistedNode("neo4j", "Entity", f"n{i}") for i in range(5))
+    result = ReconcileResult(ScanReport(checked=2, unlisted_nodes=nodes))
+    lines = render_text(result).splitlines()
+    assert lines[0] == "unreferenced node n0 in neo4j:Entity (no document lists it)"
+    assert lines[3] == "… 2 more unreferenced node(s)"
+    assert lines[-1] == "checked 2 document(s): no drift; 5 unreferenced node(s) in the graph"
+    data = to_json(result)
+    assert data["drift"] is True
+    assert data["scan"]["unreferenced_nodes"][4] == {
+        "database": "neo4j",
+        "node_label": "Entity",
+        "node_id": "n4",
     }
 
 

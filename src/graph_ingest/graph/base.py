@@ -41,6 +41,15 @@ class GraphReader(Protocol):
         label of ``options`` in its database (one read transaction, batched statements)."""
         ...
 
+    def edges_touching(self, options: GraphOptions, node_ids: Sequence[str]) -> set[EdgeKey]:
+        """Every edge between two base-label nodes with an end among ``node_ids``."""
+        ...
+
+    def node_ids_after(self, options: GraphOptions, after: str, limit: int) -> list[str]:
+        """The next ``limit`` node ids of the base label after ``after`` (id order): pages
+        through every node, for the unreferenced-node check."""
+        ...
+
 
 class ReadWriteGraph(GraphWriter, GraphReader, Protocol):
     """A graph that can both be written and read back (what ``reconcile --repair`` needs)."""

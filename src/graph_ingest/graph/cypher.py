@@ -174,6 +174,29 @@ def existing_edges_query(base_label: str) -> str:
     )
 
 
+def touching_edges_query(base_label: str) -> str:
+    """Every relationship between two base-label nodes with an end among the ids in ``$rows``
+    (src, type, dst, rank): what the graph holds around a document's nodes."""
+    base = quote(base_label, what="label")
+    return (
+        f"UNWIND $rows AS id "
+        f"MATCH (n:{base} {{{NODE_ID_PROPERTY}: id}})-[r]-(:{base}) "
+        f"WITH DISTINCT r "
+        f"RETURN startNode(r).{NODE_ID_PROPERTY} AS src, type(r) AS type, "
+        f"endNode(r).{NODE_ID_PROPERTY} AS dst, r.{EDGE_RANK_PROPERTY} AS rank"
+    )
+
+
+def node_ids_page_query(base_label: str) -> str:
+    """The next ``$limit`` node ids of the base label after ``$after``, in id order (keyset
+    pagination on the unique id's index)."""
+    base = quote(base_label, what="label")
+    return (
+        f"MATCH (n:{base}) WHERE n.{NODE_ID_PROPERTY} > $after "
+        f"RETURN n.{NODE_ID_PROPERTY} AS id ORDER BY id LIMIT $limit"
+    )
+
+
 @dataclass(slots=True)
 class _Groups:
     """One database's changes, in batch order; dicts keep first-seen order.

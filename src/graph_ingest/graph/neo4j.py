@@ -243,6 +243,36 @@ class Neo4jGraphWriter:
         action = f"read elements in {options.database}:{options.node_label}"
         return self._managed(options.database, action, read)
 
+    def edges_touching(self, options: GraphOptions, node_ids: Sequence[str]) -> set[EdgeKey]:
+        """Every edge of the graph with an end among ``node_ids`` (one read transaction)."""
+        nodes = sorted(set(node_ids))
+        if not nodes:
+            return set()
+        size = self._rows_per_statement
+        query = cypher.touching_edges_query(options.node_label)
+
+        def read(tx: neo4j.ManagedTransaction) -> set[EdgeKey]:
+            found: set[EdgeKey] = set()
+            for start in range(0, len(nodes), size):
+                result = tx.run(query, rows=nodes[start : start + size])
+                found.update(
+                    EdgeKey(**record.data()) for record in result if record["rank"] is not None
+                )
+            return found
+
+        action = f"read edges around nodes in {options.database}:{options.node_label}"
+        return self._managed(options.database, action, read)
+
+    def node_ids_after(self, options: GraphOptions, after: str, limit: int) -> list[str]:
+        """The next ``limit`` node ids of the base label after ``after``, in id order."""
+        query = cypher.node_ids_page_query(options.node_label)
+
+        def read(tx: neo4j.ManagedTransaction) -> list[str]:
+            return [str(record["id"]) for record in tx.run(query, after=after, limit=limit)]
+
+        action = f"list nodes of {options.database}:{options.node_label}"
+        return self._managed(options.database, action, read)
+
     def _managed(
         self,
         database: str,

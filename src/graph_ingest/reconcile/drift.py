@@ -1,11 +1,13 @@
 """Pure comparison and repair planning: a committed state against what the graph returned.
 
 * **missing**: a node id or edge key the state lists that the graph does not hold;
-* **unexpected**: an edge the state lists as superseded (its revision removed it) that the graph
-  still holds, unless another document's committed state lists it among its own edges (then it
-  belongs to that document, and deleting it would only move the drift there).
+* **unexpected**: an edge the graph holds that touches one of the state's nodes, or that the
+  state lists as superseded, that the state does not list (among its edges or the edges KEEP
+  kept) and that no other document's committed state lists either (then it belongs to that
+  document, and deleting it would only move the drift there). This finds the leftovers of any
+  lineage, not only what the last revision said it removed.
 
-Nodes are never "unexpected": states do not record removed nodes.
+Nodes that no committed state lists at all are found by the scan as a whole (``unlisted``).
 """
 
 from __future__ import annotations
@@ -42,12 +44,18 @@ class Drift:
         return not (self.missing_nodes or self.missing_edges or self.unexpected_edges)
 
 
-def superseded_in_graph(
-    state: CommittedElements, present_edges: Set[EdgeKey]
+def unlisted_in_graph(
+    state: CommittedElements, present_edges: Set[EdgeKey], touching: Set[EdgeKey] = frozenset()
 ) -> tuple[EdgeKey, ...]:
-    """The superseded edges of ``state`` the graph still holds (candidates for "unexpected")."""
-    own = set(state.edge_keys)
-    return tuple(k for k in state.superseded_edge_keys if k in present_edges and k not in own)
+    """The edges the graph holds around ``state`` that it does not list (candidates for
+    "unexpected"): its superseded edges still present, and any edge with an end among its nodes.
+
+    ``touching`` may hold edges around other documents' nodes too (a page's worth)."""
+    own = {*state.edge_keys, *state.kept_edge_keys}
+    nodes = set(state.node_ids)
+    around = (k for k in touching if k.src in nodes or k.dst in nodes)
+    superseded = (k for k in state.superseded_edge_keys if k in present_edges)
+    return tuple(sorted({*around, *superseded} - own, key=EdgeKey.sort_key))
 
 
 def compare(
@@ -55,14 +63,16 @@ def compare(
     present_nodes: Set[str],
     present_edges: Set[EdgeKey],
     claimed_elsewhere: Set[EdgeKey] = frozenset(),
+    touching: Set[EdgeKey] = frozenset(),
 ) -> Drift:
     """The drift of one document, given which of its elements the graph holds.
 
-    ``present_*`` may hold more than this document's elements (a page's worth); only membership
-    is asked. ``claimed_elsewhere``: superseded edges another document still lists as its own.
+    ``present_*`` and ``touching`` may hold more than this document's elements (a page's
+    worth); only membership is asked. ``claimed_elsewhere``: edges around it that another
+    document lists as its own.
     """
     unexpected = [
-        k for k in superseded_in_graph(state, present_edges) if k not in claimed_elsewhere
+        k for k in unlisted_in_graph(state, present_edges, touching) if k not in claimed_elsewhere
     ]
     return Drift(
         space=state.space,

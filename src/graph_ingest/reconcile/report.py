@@ -38,6 +38,12 @@ def _scan_lines(scan: ScanReport) -> list[str]:
         f"unchecked {u.space}/{u.document_id} (revision {u.revision}): {u.reason}"
         for u in scan.unchecked
     ]
+    lines += [
+        f"unreferenced node {n.node_id} in {n.database}:{n.node_label} (no document lists it)"
+        for n in scan.unlisted_nodes[:EXAMPLES]
+    ]
+    if len(scan.unlisted_nodes) > EXAMPLES:
+        lines.append(f"… {len(scan.unlisted_nodes) - EXAMPLES} more unreferenced node(s)")
     lines.append(_summary(scan))
     return lines
 
@@ -80,6 +86,8 @@ def _summary(scan: ScanReport) -> str:
         text += "no drift"
     if scan.unchecked:
         text += f"; {len(scan.unchecked)} could not be checked"
+    if scan.unlisted_nodes:
+        text += f"; {len(scan.unlisted_nodes)} unreferenced node(s) in the graph"
     if scan.moved_on:
         text += f"; {scan.moved_on} changed while checked (not reported; run again)"
     return text
@@ -130,6 +138,10 @@ def _scan_json(scan: ScanReport) -> dict[str, Any]:
                 "in_flight": list(d.in_flight),
             }
             for d in scan.drifts
+        ],
+        "unreferenced_nodes": [
+            {"database": n.database, "node_label": n.node_label, "node_id": n.node_id}
+            for n in scan.unlisted_nodes
         ],
         "unchecked": [
             {

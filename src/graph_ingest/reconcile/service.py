@@ -24,7 +24,7 @@ from graph_ingest.domain.plan import GraphOptions, IngestionPlan
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.graph.base import ReadWriteGraph
-from graph_ingest.reconcile.drift import Drift, compare, repair_plan, superseded_in_graph
+from graph_ingest.reconcile.drift import Drift, compare, repair_plan, unlisted_in_graph
 from graph_ingest.schemas.codec import DecodeError, decode_plan
 from graph_ingest.store.base import CommittedElements, OperationStore
 
@@ -50,6 +50,15 @@ class Unchecked:
 
 
 @dataclass(frozen=True, slots=True)
+class UnlistedNode:
+    """A node the graph holds that no document's committed state lists."""
+
+    database: str
+    node_label: str
+    node_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class ScanReport:
     checked: int
     """Documents compared with the graph."""
@@ -57,11 +66,13 @@ class ScanReport:
     unchecked: tuple[Unchecked, ...] = ()
     moved_on: int = 0
     """Documents found drifting whose state changed while they were checked (not reported)."""
+    unlisted_nodes: tuple[UnlistedNode, ...] = ()
+    """Nodes of the checked graphs that no committed state lists (whole scans only)."""
 
     @property
     def has_drift(self) -> bool:
         """Drift found, or not ruled out (a document could not be checked)."""
-        return bool(self.drifts or self.unchecked)
+        return bool(self.drifts or self.unchecked or self.unlisted_nodes)
 
 
 class RepairStatus(StrEnum):
@@ -117,35 +128,56 @@ class Reconciler:
         checked = moved_on = 0
         drifts: list[Drift] = []
         unchecked: list[Unchecked] = []
+        graphs: set[GraphOptions] = set()
         for page in self._store.iter_committed_elements(
             space=space, document_id=document_id, page_size=self._page_size
         ):
-            page_drifts, page_unchecked = self._check_page(page)
+            page_drifts, page_unchecked = self._check_page(page, graphs)
             confirmed, moved = self._confirm(page_drifts)
             checked += len(page) - len(page_unchecked)
             drifts += confirmed
             unchecked += page_unchecked
             moved_on += moved
-        return ScanReport(checked, tuple(drifts), tuple(unchecked), moved_on)
+        # One document's check cannot see a node nothing lists any more: that takes a whole scan.
+        unlisted = () if document_id is not None else self._unlisted_nodes(graphs)
+        return ScanReport(checked, tuple(drifts), tuple(unchecked), moved_on, unlisted)
 
-    def _check_page(self, page: list[CommittedElements]) -> tuple[list[Drift], list[Unchecked]]:
+    def _unlisted_nodes(self, graphs: set[GraphOptions]) -> tuple[UnlistedNode, ...]:
+        """Every node of the checked graphs that no committed state lists, paged by id."""
+        found: list[UnlistedNode] = []
+        for options in sorted(graphs, key=lambda g: (g.database, g.node_label)):
+            after = ""
+            while page := self._graph.node_ids_after(options, after, self._page_size):
+                found += [
+                    UnlistedNode(options.database, options.node_label, node_id)
+                    for node_id in sorted(self._store.unlisted_nodes(page))
+                ]
+                after = page[-1]
+        return tuple(found)
+
+    def _check_page(
+        self, page: list[CommittedElements], graphs: set[GraphOptions]
+    ) -> tuple[list[Drift], list[Unchecked]]:
         routed, unchecked = self._routing(page)
+        graphs.update(routed.values())
         by_graph: dict[GraphOptions, list[CommittedElements]] = {}
         for state in page:
             if state.key in routed:
                 by_graph.setdefault(routed[state.key], []).append(state)
         drifts: list[Drift] = []
         for options, states in by_graph.items():
+            node_ids = [n for s in states for n in s.node_ids]
             nodes, edges = self._graph.find_elements(
                 options,
-                [n for s in states for n in s.node_ids],
+                node_ids,
                 [k for s in states for k in (*s.edge_keys, *s.superseded_edge_keys)],
             )
-            candidates = [(s.key, k) for s in states for k in superseded_in_graph(s, edges)]
+            touching = self._graph.edges_touching(options, node_ids)
+            candidates = [(s.key, k) for s in states for k in unlisted_in_graph(s, edges, touching)]
             claimed = self._store.claimed_edges(candidates) if candidates else set()
             for state in states:
                 elsewhere = {k for document, k in claimed if document == state.key}
-                drift = compare(state, nodes, edges, elsewhere)
+                drift = compare(state, nodes, edges, elsewhere, touching)
                 if not drift.is_clean:
                     drifts.append(drift)
         return drifts, unchecked

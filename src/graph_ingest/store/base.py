@@ -65,6 +65,7 @@ class CommittedElements:
     node_ids: tuple[str, ...] = ()
     edge_keys: tuple[EdgeKey, ...] = ()
     superseded_edge_keys: tuple[EdgeKey, ...] = ()
+    kept_edge_keys: tuple[EdgeKey, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -435,6 +436,11 @@ class OperationStore(Protocol):
     ) -> set[tuple[tuple[str, str], str]]:
         """The (document, node id) candidates whose node another document's committed state
         lists among its node ids."""
+        ...
+
+    def unlisted_nodes(self, node_ids: Sequence[str]) -> set[str]:
+        """The node ids of ``node_ids`` that no document's committed state lists (reconcile:
+        nodes the graph holds that nothing references)."""
         ...
 
     def registry_lookup(

@@ -194,6 +194,13 @@ class PostgresOperationStore:
         return {candidates[row["ord"] - 1] for row in found}
 
     @translated
+    def unlisted_nodes(self, node_ids: Sequence[str]) -> set[str]:
+        if not node_ids:
+            return set()
+        found = self._fetch_all(sql.UNLISTED_NODES, {"node_id": sorted(set(node_ids))})
+        return {row["node_id"] for row in found}
+
+    @translated
     def registry_lookup(
         self, space: str, keys: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], str]:

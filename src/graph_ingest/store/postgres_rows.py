@@ -264,6 +264,7 @@ def committed_elements_from_row(row: Row) -> CommittedElements:
         node_ids=tuple(row["node_ids"]),
         edge_keys=tuple(EdgeKey.model_validate(k) for k in row["edge_keys"]),
         superseded_edge_keys=tuple(EdgeKey.model_validate(k) for k in row["superseded_edge_keys"]),
+        kept_edge_keys=tuple(EdgeKey.model_validate(k) for k in row["kept_edge_keys"]),
     )
 
 

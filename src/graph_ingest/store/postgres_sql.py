@@ -446,7 +446,8 @@ SELECT operation_id, plan_bytes FROM operations WHERE operation_id = ANY(%(opera
 
 # Keyset pagination on the primary key; NULL filters match everything.
 COMMITTED_ELEMENTS_PAGE = """
-SELECT space, document_id, revision, operation_id, node_ids, edge_keys, superseded_edge_keys
+SELECT space, document_id, revision, operation_id, node_ids, edge_keys, superseded_edge_keys,
+       kept_edge_keys
 FROM document_states
 WHERE (%(space)b::text IS NULL OR space = %(space)b::text)
   AND (%(document_id)b::text IS NULL OR document_id = %(document_id)b::text)
@@ -479,6 +480,13 @@ WHERE EXISTS (
     WHERE d.node_ids @> jsonb_build_array(k.node_id)
       AND (d.space, d.document_id) <> (k.space, k.document_id)
 )
+"""
+
+# The node ids no document's state lists (reconcile's unreferenced nodes; GIN index of 0004).
+UNLISTED_NODES = """
+SELECT k.node_id
+FROM unnest(%(node_id)b::text[]) AS k(node_id)
+WHERE NOT EXISTS (SELECT 1 FROM document_states AS d WHERE d.node_ids @> jsonb_build_array(k.node_id))
 """
 
 DATABASE_TIME = "SELECT clock_timestamp() AS now"
