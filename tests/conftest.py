@@ -58,6 +58,26 @@ def make_test_settings() -> Settings:
     )
 
 
+LINEAGE_SEED = 16  # the randomized lineage test's fixed seed (``--seeds N`` runs N from it)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--seeds",
+        type=int,
+        default=1,
+        help="how many seeds the randomized lineage test runs (from a fixed one; default 1)",
+    )
+
+
+@pytest.fixture
+def lineage_seeds(request: pytest.FixtureRequest) -> list[int]:
+    count = int(request.config.getoption("--seeds"))
+    if count < 1:
+        raise pytest.UsageError("--seeds must be at least 1")
+    return list(range(LINEAGE_SEED, LINEAGE_SEED + count))
+
+
 def _keep_stack() -> bool:
     return os.environ.get(KEEP_STACK_ENV, "").lower() in ("1", "true", "yes")
 

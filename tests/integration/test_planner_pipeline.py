@@ -189,11 +189,20 @@ def test_unchanged_is_a_no_op_without_extraction_and_a_new_schema_re_extracts(
     again = planner.plan(request("a", DOC_A))
     assert (again.kind, rules.calls) == (PlanKind.NO_OP, 1)
     apply(pipeline, again)
+    # it completes without touching the document: same revision, state and history
     state = pipeline.store.get_document_state("kb", "a")
     assert state is not None
-    assert (state.revision, state.operation_id) == (2, again.operation_id)
+    assert (state.revision, state.operation_id) == (1, first.operation_id)
     assert state.extraction_fingerprint == first.next_state.extraction_fingerprint
     assert state.fact_sources == first.next_state.fact_sources
+    assert [h.revision for h in pipeline.store.document_history("kb", "a")] == [1]
+    # and a NO_OP that arrives after its base was moved on conflicts instead of completing
+    apply(pipeline, planner.plan(request("a", DOC_A_V2, document_version="2")))
+    late = IngestionPlan.freeze(
+        **{**again.model_dump(exclude={"fingerprint"}), "operation_id": "op-late-no-op"}
+    )
+    apply(pipeline, late, stage=Stage.CONFLICT)
+    assert pipeline.store.get_document_state("kb", "a").revision == 2  # type: ignore[union-attr]
 
     # Another document under a new schema version: extracted again, revision 2
     c1 = planner.plan(request("c", DOC_B))

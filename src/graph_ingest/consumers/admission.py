@@ -136,6 +136,34 @@ def lineage_conflict_reason(plan: IngestionPlan, committed: CommittedRevision | 
     )
 
 
+def unless_orphaned(
+    admission: Admission, stage: Stage, plan: IngestionPlan, base: Operation | None
+) -> Admission:
+    """A PARK whose base will never commit is a CONFLICT: the plan's base operation conflicted
+    (the state it was planned on never comes) or was never admitted. Replanned, it applies."""
+    if admission.verdict is not Verdict.PARK or (
+        base is not None and base.stage is not Stage.CONFLICT
+    ):
+        return admission
+    return Admission(
+        Verdict.CONFLICT,
+        path=path_to(stage, Stage.CONFLICT),
+        reason=orphan_reason(plan, base_admitted=base is not None),
+    )
+
+
+def orphan_reason(plan: IngestionPlan, *, base_admitted: bool = True) -> ErrorInfo:
+    """Why a plan parked on ``plan.base_operation_id`` conflicts: that operation conflicted (or,
+    ``base_admitted`` false, never was admitted)."""
+    fate = "conflicted" if base_admitted else "was never admitted"
+    return ErrorInfo(
+        code=StatusCode.FAILED_PRECONDITION,
+        error_class="LineageConflict",
+        message=f"the plan was planned on {plan.base_operation_id}, which {fate}: the state it "
+        "expects will never be committed; replan against the current state",
+    )
+
+
 def binding_mismatch(operation: Operation, plan: IngestionPlan) -> str | None:
     bound = (
         operation.fingerprint,
@@ -162,6 +190,8 @@ __all__ = [
     "decide",
     "lineage_conflict_reason",
     "on_base",
+    "orphan_reason",
     "path_to",
     "path_to_completed",
+    "unless_orphaned",
 ]

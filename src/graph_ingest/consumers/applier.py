@@ -33,6 +33,8 @@ from graph_ingest.consumers.admission import (
     binding_mismatch,
     conflict_reason,
     decide,
+    orphan_reason,
+    unless_orphaned,
 )
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.consumers.routing import Failure, FailureRouter, Ladder
@@ -285,11 +287,18 @@ class PlanApplier:
         )
         operations = uow.lock_operations([p.operation_id for _, p in plans])
         revisions = uow.document_revisions([(p.space, p.document_id) for _, p in plans])
+        decided = [
+            (m, p, decide(operations[p.operation_id], p, revisions.get((p.space, p.document_id))))
+            for m, p in plans
+        ]
+        parked_on = [p.base_operation_id for _, p, a in decided if a.verdict is Verdict.PARK]
+        bases = uow.lock_operations([b for b in parked_on if b is not None]) if parked_on else {}
         admitted: list[_Work] = []
         repaired = []
-        for message, plan in plans:
+        for message, plan, decision in decided:
             work = _Work(message, plan, operations[plan.operation_id], [])
-            admission = decide(work.operation, plan, revisions.get(work.document))
+            base = bases.get(plan.base_operation_id or "")
+            admission = unless_orphaned(decision, work.operation.stage, plan, base)
             verdict = admission.verdict
             if verdict is Verdict.REJECT:  # the operation is another plan's: not this one's to move
                 assert admission.reason is not None
@@ -305,6 +314,9 @@ class PlanApplier:
                 outcomes[message.position] = _OUTCOME_OF_VERDICT[verdict]
             admitted.append(work)
         uow.save_operations([op for w in admitted for op in w.flush_changes()])
+        self._conflict_orphans(
+            uow, [w.plan for w in admitted if w.operation.stage is Stage.CONFLICT], now
+        )
         if repaired:
             uow.ensure_history(repaired)
         self._follow_dead_lettered(uow, admitted, revisions, outcomes, now)
@@ -417,7 +429,29 @@ class PlanApplier:
                 work.move(Stage.COMPLETED, at=now)
                 outcomes[work.message.position] = Outcome.COMPLETED
         uow.save_operations([op for w in admitted for op in w.flush_changes()])
+        self._conflict_orphans(uow, [w.plan for w in to_commit if w.document in failed_cas], now)
         self._release_parked(uow, [w.plan for w in committed if w.plan.changes_state])
+
+    @staticmethod
+    def _conflict_orphans(uow: UnitOfWork, conflicted: list[IngestionPlan], now: datetime) -> None:
+        """Plans parked on the planned state of a plan that conflicted (directly, or through
+        other parked plans) wait for a state that will never be committed: they conflict too,
+        so that the document's newest request is replanned on the committed state."""
+        while conflicted := [p for p in conflicted if p.changes_state]:
+            dead = {p.operation_id for p in conflicted}
+            waiting = uow.parked_behind(
+                [(p.space, p.document_id, p.next_state.revision) for p in conflicted]
+            )
+            orphans = [
+                (op, plan)
+                for op, data in waiting
+                if op.stage is Stage.PARKED
+                and (plan := decode_plan(data)).base_operation_id in dead
+            ]
+            uow.save_operations(
+                [op.transition(Stage.CONFLICT, now, orphan_reason(plan)) for op, plan in orphans]
+            )
+            conflicted = [plan for _, plan in orphans]
 
     @staticmethod
     def _moved_under_no_ops(uow: UnitOfWork, to_commit: list[_Work]) -> set[tuple[str, str]]:

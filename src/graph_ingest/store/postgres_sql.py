@@ -603,6 +603,9 @@ ON CONFLICT (submission_id) DO UPDATE SET
     + ",\n".join(
         f"    {column.strip()} = EXCLUDED.{column.strip()}"
         for column in SUBMISSION_COLUMNS.split(",")[1:]
+        # A submission keeps the place it was first sent at: a replan (or a second send) re-enters
+        # the requests topic later, and must not make an older version the document's newest.
+        if not column.strip().startswith("source_")
     )
 )
 
