@@ -149,12 +149,14 @@ def test_a_plan_that_always_times_out_is_isolated_after_bounded_retries_and_the_
     assert pipeline.graph_elements() == planned_elements(*plans)
 
 
+# ABORTED too: a lone plan losing lock waits is routed only while the services answer a probe.
+@pytest.mark.parametrize("code", [StatusCode.INTERNAL, StatusCode.ABORTED])
 def test_a_sick_database_fails_no_plan_and_the_backlog_applies_once_it_recovers(
-    pipeline_factory: PipelineFactory,
+    pipeline_factory: PipelineFactory, code: StatusCode
 ) -> None:
     pipeline = pipeline_factory(**FAST_RETRIES)
     plans = [doc_v1(pipeline, f"doc-{i}") for i in range(4)]
-    writer = FailingWriter(pipeline.settings, StatusCode.INTERNAL)
+    writer = FailingWriter(pipeline.settings, code)
     writer.sick.set()
     pipeline.publish(*plans)
     pipeline.start_applier(writer)

@@ -39,12 +39,26 @@ def set_path(fields: dict[str, Any], path: str, value: Any) -> None:
         ("mutation.node_upserts.0.node_id", "n" * (MAX_ID_LENGTH + 1)),
         ("next_state.fact_sources.0.evidence.0.quote", "quote\x00"),
         ("registrations.0.aliases", ["Al\x00"]),
+        ("mutation.node_upserts.0.properties.name", "Al\x00ice"),
+        ("mutation.edge_upserts.0.properties.tags", ["ok", "b\x00d"]),
         ("next_state.fact_sources.0.fact_id", "é" * 1_100),
         ("registrations.0.normalized_name", "\N{GRINNING FACE}" * 500),
     ],
 )
 def test_a_value_the_stores_cannot_hold_is_refused(path: str, value: Any) -> None:
     with pytest.raises(ValidationError):
+        rebuilt(lambda fields: set_path(fields, path, value))
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("mutation.node_upserts.0.properties.role", "x\x00"),
+        ("mutation.edge_upserts.0.properties.role", [1, "x\x00"]),
+    ],
+)
+def test_a_nul_in_a_property_value_is_refused_naming_the_property(path: str, value: Any) -> None:
+    with pytest.raises(ValidationError, match=r"property 'role': a NUL character"):
         rebuilt(lambda fields: set_path(fields, path, value))
 
 

@@ -40,6 +40,20 @@ def _server_error(code: str) -> neo4j.exceptions.Neo4jError:
             _server_error("Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration"),
             StatusCode.DEADLINE_EXCEEDED,
         ),
+        (
+            _server_error("Neo.ClientError.Transaction.TransactionTimedOut"),
+            StatusCode.DEADLINE_EXCEEDED,
+        ),
+        # a lock wait cut off by the transaction timeout (Neo4j 5; the driver's name for 4.x's)
+        (
+            _server_error("Neo.ClientError.Transaction.LockClientStopped"),
+            StatusCode.DEADLINE_EXCEEDED,
+        ),
+        (
+            _server_error("Neo.TransientError.Transaction.LockClientStopped"),
+            StatusCode.DEADLINE_EXCEEDED,
+        ),
+        (_server_error("Neo.ClientError.Transaction.Terminated"), StatusCode.ABORTED),
         (_server_error("Neo.ClientError.Security.Unauthorized"), StatusCode.UNAUTHENTICATED),
         (_server_error("Neo.ClientError.Security.Forbidden"), StatusCode.PERMISSION_DENIED),
         (_server_error("Neo.DatabaseError.General.UnknownError"), StatusCode.INTERNAL),

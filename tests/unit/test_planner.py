@@ -380,6 +380,18 @@ def test_a_plan_that_does_not_validate_is_a_planning_error() -> None:
     assert "at most 2000 can be indexed" in str(raised.value)
 
 
+def test_an_extracted_property_holding_a_nul_is_a_planning_error_naming_it() -> None:
+    text = "Dana Lee joined."
+    dana = person_opening("a", text, "Dana Lee").model_copy(
+        update={"properties": {"role": "lead\x00"}}
+    )
+    p, _ = planner(FakeView())
+
+    with pytest.raises(PlanningError, match="property 'role': a NUL character") as raised:
+        p.plan(request("a", text, candidates=Extraction(entities=(dana,))))
+    assert raised.value.code is StatusCode.INVALID_ARGUMENT
+
+
 def test_the_configured_extractor_must_exist() -> None:
     with pytest.raises(ConfigurationError, match=r"planner\.extractor 'llm'"):
         Planner(example_schema(), {}, FakeView(), PlannerSettings(extractor="llm"))

@@ -56,16 +56,25 @@ def test_a_batch_is_split_for_plan_failures_and_for_the_others_only_once_exhaust
 
 
 @pytest.mark.parametrize("code", list(StatusCode))
-def test_a_lone_plan_is_blamed_for_its_own_faults_and_after_a_probe_for_uncertain_ones(
+def test_a_lone_plan_is_blamed_for_its_own_faults_and_after_a_probe_for_any_but_an_outage(
     code: StatusCode,
 ) -> None:
     expected = {
         FailureScope.PLAN: LonePlanAction.FAIL,
         FailureScope.UNCERTAIN: LonePlanAction.PROBE_THEN_FAIL,
-        FailureScope.CONTENTION: LonePlanAction.RETRY_IN_PLACE,
+        FailureScope.CONTENTION: LonePlanAction.PROBE_THEN_FAIL,
         FailureScope.DEPENDENCY: LonePlanAction.RETRY_IN_PLACE,
     }[SCOPES[code]]
     assert lone_plan_action(code) is expected
+
+
+def test_a_lone_plan_losing_every_lock_wait_follows_the_ladder_once_the_services_answer() -> None:
+    # Given a plan that keeps failing ABORTED in place (a lock held elsewhere) until split alone
+    assert batch_action(StatusCode.ABORTED, in_place_exhausted=False) is BatchAction.RETRY_IN_PLACE
+    assert batch_action(StatusCode.ABORTED, in_place_exhausted=True) is BatchAction.SPLIT
+    # When it still fails alone, it is probed, then routed to the first tier, not kept in place
+    assert lone_plan_action(StatusCode.ABORTED) is LonePlanAction.PROBE_THEN_FAIL
+    assert route(StatusCode.ABORTED, 1, MAIN, 3, 2) == Route(RouteKind.TIER, 0, 3)
 
 
 def test_only_contention_and_uncertain_failures_use_up_the_in_place_budget() -> None:

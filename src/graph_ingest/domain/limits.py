@@ -22,6 +22,7 @@ MAX_ERROR_MESSAGE_LENGTH = 1_000
 MAX_ERROR_CLASS_LENGTH = 200
 ELLIPSIS = "…"
 
+NUL = "\x00"
 _NO_NUL = r"^[^\x00]*$"
 
 # Text stored in a PostgreSQL TEXT or JSONB column.

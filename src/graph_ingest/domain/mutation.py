@@ -7,7 +7,7 @@ from typing import Protocol
 from pydantic import Field, field_validator, model_validator
 
 from graph_ingest.domain.identifiers import Identifier
-from graph_ingest.domain.limits import MAX_SAFE_INTEGER, SafeInteger, StoredId
+from graph_ingest.domain.limits import MAX_SAFE_INTEGER, NUL, SafeInteger, StoredId
 from graph_ingest.domain.model import FrozenModel, reject_duplicates
 
 Scalar = str | int | float | bool
@@ -15,9 +15,16 @@ PropertyValue = Scalar | list[Scalar] | None
 
 
 def _validate_properties(properties: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
+    """Refuse what a plan may not carry (``limits``): a NUL in text, an integer RFC 8785 rounds."""
     for name, value in properties.items():
         for item in value if isinstance(value, list) else [value]:
-            if (
+            if isinstance(item, str):
+                if NUL in item:
+                    raise ValueError(
+                        f"property {name!r}: a NUL character (\\x00) is not allowed in a "
+                        "property value"
+                    )
+            elif (
                 isinstance(item, int)
                 and not isinstance(item, bool)
                 and abs(item) > MAX_SAFE_INTEGER

@@ -352,6 +352,8 @@ def _classify(exc: BaseException) -> Callable[[str], GraphIngestError]:
     errors = neo4j_errors
     if isinstance(exc, errors.DatabaseUnavailable | errors.NotALeader):
         return GraphUnavailable
+    if isinstance(exc, errors.Neo4jError) and _timed_out(exc.code or ""):
+        return _with_code(StatusCode.DEADLINE_EXCEEDED)
     if isinstance(exc, errors.TransientError):
         # A transaction past the memory limit fails the same way every time: not contention.
         if "Memory" in (exc.code or ""):
@@ -378,9 +380,14 @@ def _classify(exc: BaseException) -> Callable[[str], GraphIngestError]:
     return GraphInternalError
 
 
+def _timed_out(code: str) -> bool:
+    """The transaction outlived its timeout: TransactionTimedOut* while it ran, LockClientStopped
+    while it waited for a lock another transaction holds (an operator's TERMINATE or a shutdown
+    ends a lock wait the same way; the probe before a plan is blamed tells those apart)."""
+    return "TransactionTimedOut" in code or code.endswith(".LockClientStopped")
+
+
 def _client_error(code: str) -> Callable[[str], GraphIngestError]:
-    if "TransactionTimedOut" in code:
-        return _with_code(StatusCode.DEADLINE_EXCEEDED)
     if code.startswith("Neo.ClientError.Transaction."):
         return GraphTransactionAborted
     if code.startswith(("Neo.ClientError.Statement.", "Neo.ClientError.Request.")):

@@ -9,12 +9,14 @@ of four kinds (its *scope*):
   *us*. Nothing is wrong with the plans: retry the batch in place (partitions paused) for as long
   as it takes, never split it, never fail a plan for it.
 * ``CONTENTION`` — ABORTED (deadlock, serialization failure, a zombie lost a race): the same work
-  succeeds when tried again. Retry in place; after ``max_in_place_attempts`` split the batch (fewer
-  plans, fewer locks), but never blame a plan for it: lock contention on hot entities is the
-  price of a busy graph, not a failure to route (a lone plan that loses is tried again in place).
-* ``UNCERTAIN`` — DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL: a sick service or a plan too big
-  to apply. Retry in place ``max_in_place_attempts`` times, then split; a plan that still fails
-  alone is blamed only if the services answer a probe (else it is the service: retry in place).
+  usually succeeds when tried again. Retry in place; after ``max_in_place_attempts`` split the
+  batch (fewer plans, fewer locks); a plan that still fails alone is treated as UNCERTAIN below:
+  a lock another transaction holds for longer than the in-place bound must not stall every
+  partition of the applier, so the plan waits on the retry ladder and the rest moves on.
+* ``UNCERTAIN`` — DEADLINE_EXCEEDED (a transaction timeout, a lock wait cut off by it),
+  RESOURCE_EXHAUSTED, INTERNAL: a sick service or a plan too big to apply. Retry in place
+  ``max_in_place_attempts`` times, then split; a plan that still fails alone is blamed only if
+  the services answer a probe (else it is an outage: retry in place).
 * ``PLAN`` — every other code (INVALID_ARGUMENT, FAILED_PRECONDITION, ALREADY_EXISTS, DATA_LOSS,
   NOT_FOUND, ...): the plan is at fault. Split at once; the plan alone is failed.
 
@@ -27,8 +29,7 @@ says where its message goes from where it is (the main topic, retry tier *k*, a 
   never blamed on a plan and never sent to the DLQ. That is how "PERMISSION_DENIED and
   UNAUTHENTICATED never retry" is kept: no retry of the *plan* (no tier, no attempt counted) — the
   worker pauses until an operator fixes access, instead of dead-lettering every plan meanwhile.
-* ABORTED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED go to the next tier, then the DLQ after the last
-  (the apply loop never routes ABORTED itself: it retries contention in place).
+* ABORTED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED go to the next tier, then the DLQ after the last.
 * INTERNAL too, but only while fewer than ``max_internal_attempts`` deliveries have failed.
 * ``PLAN`` codes go to the DLQ at once: the same bytes would fail the same way.
 * From a replay, every routed failure returns to the DLQ (its history extended): a replay is an
@@ -93,13 +94,17 @@ def batch_action(code: StatusCode, *, in_place_exhausted: bool) -> BatchAction:
 
 
 def lone_plan_action(code: StatusCode) -> LonePlanAction:
-    """A batch split down to one plan still fails with ``code``: is the plan to blame?"""
+    """A batch split down to one plan still fails with ``code``: is the plan to blame?
+
+    A CONTENTION or UNCERTAIN plan gets here only once the in-place bound is spent
+    (``batch_action`` splits no earlier): whatever its code, it is the plan's to carry along the
+    retry ladder once the services answer a probe. Only an outage-class code stays in place."""
     scope = scope_of(code)
     if scope is FailureScope.PLAN:
         return LonePlanAction.FAIL
-    if scope is FailureScope.UNCERTAIN:
-        return LonePlanAction.PROBE_THEN_FAIL
-    return LonePlanAction.RETRY_IN_PLACE
+    if scope is FailureScope.DEPENDENCY:
+        return LonePlanAction.RETRY_IN_PLACE
+    return LonePlanAction.PROBE_THEN_FAIL
 
 
 def counts_towards_split(code: StatusCode) -> bool:
