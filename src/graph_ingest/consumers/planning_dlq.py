@@ -25,8 +25,6 @@ from graph_ingest.dlq.entries import dlq_id_of_position, dlq_message, entry_of
 from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, DlqStatus, MessageHeader
 from graph_ingest.domain.error_detail import ErrorContext
 from graph_ingest.domain.trace import new_trace_id
-from graph_ingest.errors import GraphIngestError
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.resilience.classify import error_detail
 from graph_ingest.resilience.policy import TO_DLQ, retry_advice
@@ -48,10 +46,7 @@ class PlanningFailure:
     @property
     def replay_of(self) -> str | None:
         """The DLQ entry this request was replayed from (its ``dlq_replay`` header), or None."""
-        try:
-            return kafka_headers.header_text(self.message.headers, kafka_headers.DLQ_REPLAY)
-        except GraphIngestError:
-            return None
+        return self.message.replay_of
 
 
 @dataclass(frozen=True, slots=True)
