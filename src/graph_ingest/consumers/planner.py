@@ -2,8 +2,9 @@
 
 Per poll batch (``ingest.requests``, read_committed, offsets never committed by the consumer):
 
-1. decode each request; one that does not decode (or whose key is not its ``space/documentId``)
-   becomes a planning DLQ entry at once, with its coordinates and the reason;
+1. decode each request; one that does not decode (or whose key is not its ``space/documentId``,
+   or whose ``submission_id`` header is no id PostgreSQL can hold) becomes a planning DLQ entry
+   at once, with its coordinates and the reason;
 2. plan each request (``RequestPlanner.plan_request``: the plan and its extraction issues). A
    transient failure (``resilience.policy.planning_action``) holds that request's partition at
    that request — paused, rewound, resumed when the backoff (or the ``retry_after_s`` the
