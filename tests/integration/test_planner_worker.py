@@ -12,9 +12,9 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import parse_traceparent
 from graph_ingest.kafka import headers as kafka_headers
-from graph_ingest.producers.ingest_producer import IngestProducer
+from graph_ingest.producers.ingest_producer import IngestProducer, request_message
 from graph_ingest.schemas.codec import decode_plan
-from graph_ingest.store.base import Submission
+from graph_ingest.store.base import DlqQuery, Submission
 from graph_ingest.waiting import wait_until
 from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import Pipeline
@@ -194,3 +194,72 @@ def test_a_plan_above_the_size_limit_round_trips_through_the_claim_check_and_app
     assert kafka_headers.CLAIM_CHECK not in messages[b"unit/doc-s"][1]
     claims = pipeline.store.plan_claims([(plan.operation_id, plan.fingerprint)])
     assert claims == {(plan.operation_id, plan.fingerprint): stored}
+
+
+# Header values the planner records in PostgreSQL, as no producer of ours writes them: each one
+# used to fail the batch's PostgreSQL transaction (or the worker) on every planning of it.
+POISONED_HEADERS: dict[str, dict[str, bytes]] = {
+    "doc-nul-submission": {kafka_headers.SUBMISSION_ID: b"sub-\x00-nul"},
+    "doc-long-submission": {kafka_headers.SUBMISSION_ID: b"s" * 5_000},
+    "doc-empty-submission": {kafka_headers.SUBMISSION_ID: b""},
+}
+# Headers that only say how a copy came (a replan, a DLQ replay): unusable values make the request
+# a first-hand one, planned as any other.
+ODD_HEADERS: dict[str, dict[str, bytes]] = {
+    "doc-nul-replan": {kafka_headers.REPLAN_OF: b"op-\x00", kafka_headers.REPLAN_ATTEMPT: b"1"},
+    "doc-long-replan": {kafka_headers.REPLAN_OF: b"o" * 5_000, kafka_headers.REPLAN_ATTEMPT: b"1"},
+    "doc-huge-attempt": {kafka_headers.REPLAN_OF: b"op-x", kafka_headers.REPLAN_ATTEMPT: b"9" * 12},
+    "doc-superscript-attempt": {
+        kafka_headers.REPLAN_OF: b"op-x",
+        kafka_headers.REPLAN_ATTEMPT: "²".encode(),
+    },
+    "doc-nul-trace": {kafka_headers.TRACEPARENT: b"00-\x00", "x-note": b"a\x00b"},
+}
+
+
+def produce_requests(pipeline: Pipeline, requests: dict[str, dict[str, bytes]]) -> dict[str, str]:
+    """One request per document (content ``Alice.``) with the producer's headers overridden by
+    ``requests[document]``, all in one flush; the submission id each was sent with."""
+    producer = Producer(pipeline.settings.kafka.producer_config())
+    sent = {}
+    for document_id, overrides in requests.items():
+        message, submitted = request_message(
+            request(document_id, content="Alice."),
+            pipeline.settings.topics.requests,
+            max_bytes=pipeline.settings.topics.max_message_bytes,
+        )
+        headers = {**{k: v.encode() for k, v in message.headers.items()}, **overrides}
+        producer.produce(message.topic, key=message.key, value=message.value, headers=headers)
+        sent[document_id] = submitted.submission_id
+    assert producer.flush(30) == 0
+    return sent
+
+
+def test_a_header_postgresql_cannot_hold_dead_letters_its_request_and_the_batch_goes_on(
+    pipeline: Pipeline,
+) -> None:
+    # Given one batch: healthy requests, requests whose submission id PostgreSQL cannot hold,
+    # and requests with odd replan or trace headers
+    healthy = produce_requests(pipeline, {"doc-ok-1": {}, "doc-ok-2": {}, **ODD_HEADERS})
+    produce_requests(pipeline, POISONED_HEADERS)
+    planner = build(pipeline.settings)
+    pipeline.start_planner(planner)
+
+    # Then every healthy request is planned, the odd ones as first-hand requests
+    for document_id, submission_id in healthy.items():
+        planned = wait_submission(pipeline, submission_id, timeout_s=30)
+        assert planned.document_id == document_id and planned.operation_id is not None
+    # and each poisoned one is a planning DLQ entry saying which header is wrong
+    entries = {e.document_id: e for e in pipeline.dlq_entries(len(POISONED_HEADERS))}
+    assert set(entries) == set(POISONED_HEADERS)
+    for entry in entries.values():
+        assert entry.code is StatusCode.INVALID_ARGUMENT
+        assert "header submission_id is no storable id" in entry.message
+    # and nothing was planned twice: a later request goes through, nothing more was dead-lettered
+    (later,) = submit(pipeline, request("doc-later"))
+    assert wait_submission(pipeline, later).operation_id is not None
+    assert all(planner.calls[f"unit/{d}"] == 1 for d in healthy)
+    assert not any(planner.calls[f"unit/{d}"] for d in POISONED_HEADERS)
+    assert len(pipeline.store.list_dlq_entries(DlqQuery())) == len(POISONED_HEADERS)
+    assert len(plans_on_topic(pipeline)) == len(healthy) + 1
+    assert pipeline.sql("SELECT count(*) FROM ingest_replans") == [(0,)]

@@ -12,6 +12,7 @@ from graph_ingest.kafka.errors import MalformedHeader
 from graph_ingest.kafka.headers import (
     RETRY_HEADERS,
     RetryHeaders,
+    header_id,
     header_text,
     header_value,
     trace_id_from_headers,
@@ -169,3 +170,14 @@ def test_an_invalid_trace_id_header_falls_back_to_the_traceparent() -> None:
     given = [(headers.TRACE_ID, b"0" * 32), (headers.TRACEPARENT, TRACEPARENT)]
 
     assert trace_id_from_headers(given) == OTHER_TRACE_ID
+
+
+def test_an_id_header_is_the_id_postgresql_can_store() -> None:
+    assert header_id([("submission_id", b"sub-1")], "submission_id") == "sub-1"
+    assert header_id([], "submission_id") is None
+
+
+@pytest.mark.parametrize("value", [b"sub-\x00", b"s" * 513, b"", b"\xff"])
+def test_an_id_header_postgresql_cannot_store_is_malformed(value: bytes) -> None:
+    with pytest.raises(MalformedHeader, match="header submission_id"):
+        header_id([("submission_id", value)], "submission_id")

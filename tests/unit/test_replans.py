@@ -98,6 +98,13 @@ def test_the_replan_headers_replace_the_previous_replans_and_keep_the_requests_o
         (("replan_of", b"op-1"), ("replan_attempt", b"x")),
         (("replan_of", b"op-1"), ("replan_attempt", b"0")),
         (("replan_of", b"\xff"), ("replan_attempt", b"1")),
+        # values ingest_replans cannot hold: recorded, they would fail every planning of the batch
+        (("replan_of", b"op-\x00"), ("replan_attempt", b"1")),
+        (("replan_of", b"o" * 5_000), ("replan_attempt", b"1")),
+        (("replan_of", b"op-1"), ("replan_attempt", b"9" * 12)),
+        (("replan_of", b"op-1"), ("replan_attempt", b"9" * 5_000)),
+        # digits int() does not read
+        (("replan_of", b"op-1"), ("replan_attempt", "²".encode())),
     ],
 )
 def test_a_request_without_proper_replan_headers_is_no_replan(

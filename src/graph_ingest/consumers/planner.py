@@ -2,14 +2,16 @@
 
 Per poll batch (``ingest.requests``, read_committed, offsets never committed by the consumer):
 
-1. decode each request; one that does not decode (or whose key is not its ``space/documentId``)
-   becomes a planning DLQ entry at once, with its coordinates and the reason;
+1. decode each request; one that does not decode (or whose key is not its ``space/documentId``,
+   or whose ``submission_id`` header is no id PostgreSQL can hold) becomes a planning DLQ entry
+   at once, with its coordinates and the reason;
 2. plan each request (``RequestPlanner.plan_request``: the plan and its extraction issues). A
    transient failure (``resilience.policy.planning_action``) holds that request's partition at
    that request — paused, rewound, resumed when the backoff (or the ``retry_after_s`` the
    extractor was told) has passed — while other partitions flow; past
    ``PLANNER__RETRY_BUDGET_S``, or at once for a permanent failure, the request becomes a
-   planning DLQ entry;
+   planning DLQ entry. A store read on the way (a replan's standing) that fails is handled the
+   same way: a PostgreSQL outage holds the partition, it never ends the worker;
 3. in one PostgreSQL transaction: the claim-checked plans (too large for the plans topic), the
    DLQ index rows (a replayed request that fails again extends the entry it was replayed from:
    ``consumers.planning_dlq``) and what each submission became (``ingest_submissions``, with
@@ -196,39 +198,44 @@ class PlannerWorker:
             partition = (message.topic, message.partition)
             if partition in held:
                 continue
-            request = message.request
-            if request is None:
+            if message.request is None:
                 assert message.error is not None  # decode keeps why on the message
                 handled.append(self._dead_letter(message, message.error, attempts=1))
                 continue
-            key = (request.space, request.document_id)
-            mark = replan_mark(message.headers)
-            if mark is not None:
-                skipped = self._replan_skipped(message, mark, key in seen, replans)
-                if skipped is not None:
-                    handled.append(skipped)
-                    continue
-                self._planner.forget([key])  # the replan plans on the committed state
-                replans.add(mark.replan_of)
-                if request.operation_id is not None:
-                    derived = replan_operation_id(request.operation_id, mark.attempt)
-                    request = request.model_copy(update={"operation_id": derived})
-            seen.add(key)
             try:
-                planned = self._planner.plan_request(request)
-            except Exception as exc:
+                handled.append(self._plan_message(message, seen, replans))
+            except Exception as exc:  # planning or a store read (an outage): retried, or the DLQ
                 outcome = self._failed(message, exc)
                 if outcome is None:
                     held.add(partition)
                 else:
                     handled.append(outcome)
-                continue
-            self._documents.setdefault(partition, set()).add(key)
-            if mark is not None:
-                handled.append(self._replanned(message, mark, planned))
-            else:
-                handled.append(self._planned(message, planned))
         return handled
+
+    def _plan_message(
+        self, message: RequestMessage, seen: set[tuple[str, str]], replans: set[str]
+    ) -> Handled:
+        """One decoded request planned (or a replan dropped); raises what planning, or a read
+        of the store on the way, raised."""
+        request = message.request
+        assert request is not None
+        key = (request.space, request.document_id)
+        mark = replan_mark(message.headers)
+        if mark is not None:
+            skipped = self._replan_skipped(message, mark, key in seen, replans)
+            if skipped is not None:
+                return skipped
+            self._planner.forget([key])  # the replan plans on the committed state
+            replans.add(mark.replan_of)
+            if request.operation_id is not None:
+                derived = replan_operation_id(request.operation_id, mark.attempt)
+                request = request.model_copy(update={"operation_id": derived})
+        seen.add(key)
+        planned = self._planner.plan_request(request)
+        self._documents.setdefault((message.topic, message.partition), set()).add(key)
+        if mark is not None:
+            return self._replanned(message, mark, planned)
+        return self._planned(message, planned)
 
     def _replan_skipped(
         self, message: RequestMessage, mark: ReplanMark, after_another: bool, replans: set[str]
@@ -252,7 +259,11 @@ class PlannerWorker:
         """A replan planned: still the document's replan, or a second copy of one made already
         (dropped, and its planned state with it)."""
         plan = planned.plan
-        newest = self._store.newest_submission(plan.space, plan.document_id)
+        try:
+            newest = self._store.newest_submission(plan.space, plan.document_id)
+        except Exception:
+            self._planner.forget([(plan.space, plan.document_id)])  # the replan is planned again
+            raise
         action = replan_standing(mark, self._submission_id(message), newest, plan.operation_id)
         if action is not ConflictAction.REPLAN:
             self._planner.forget([(plan.space, plan.document_id)])

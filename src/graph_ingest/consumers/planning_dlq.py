@@ -8,8 +8,11 @@ them again.
 A first-hand request's entry is named by its position. A replayed one (header ``dlq_replay``)
 that fails again returns to the entry it was replayed from, as a replayed plan does
 (``consumers.routing``): PENDING_REVIEW again, its history extended with the new attempt, its
-original coordinates kept. The entry is read and written in the caller's unit of work (its row
-locked), so an operator's purge or replay meanwhile is not overwritten with a stale envelope.
+original coordinates kept — unless that entry was purged meanwhile: a purged (RESOLVED) entry
+stays purged, and the failure is a new entry named by the replay's position, linked to the
+purged one by the ``dlq_replay`` header among its original headers. The entry is read and
+written in the caller's unit of work (its row locked), so an operator's purge or replay
+meanwhile is not overwritten with a stale envelope.
 """
 
 from __future__ import annotations
@@ -25,8 +28,6 @@ from graph_ingest.dlq.entries import dlq_id_of_position, dlq_message, entry_of
 from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, DlqStatus, MessageHeader
 from graph_ingest.domain.error_detail import ErrorContext
 from graph_ingest.domain.trace import new_trace_id
-from graph_ingest.errors import GraphIngestError
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.resilience.classify import error_detail
 from graph_ingest.resilience.policy import TO_DLQ, retry_advice
@@ -48,10 +49,7 @@ class PlanningFailure:
     @property
     def replay_of(self) -> str | None:
         """The DLQ entry this request was replayed from (its ``dlq_replay`` header), or None."""
-        try:
-            return kafka_headers.header_text(self.message.headers, kafka_headers.DLQ_REPLAY)
-        except GraphIngestError:
-            return None
+        return self.message.replay_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +69,7 @@ def dead_letter_requests(
     current = uow.dlq_entries(replayed)
     entries = []
     for failure in failures:
-        earlier = current.get(failure.replay_of) if failure.replay_of is not None else None
-        if earlier is not None and earlier.original_topic != failure.message.topic:
-            earlier = None  # a plan's entry: not one a request returns to
+        earlier = _returned_to(failure, current)
         entry = planning_dlq_entry(failure, worker_id=worker_id, earlier=earlier)
         if earlier is not None:
             current[entry.dlq_id] = entry  # a second failure in the batch extends this one
@@ -81,6 +77,15 @@ def dead_letter_requests(
     written = list({entry.dlq_id: entry for entry in entries}.values())
     uow.put_dlq_entries(written)
     return DeadLettered(tuple(entries), tuple(dlq_message(dlq_topic, e) for e in written))
+
+
+def _returned_to(failure: PlanningFailure, current: dict[str, DlqEntry]) -> DlqEntry | None:
+    """The entry a failed request returns to: the planning entry it was replayed from, unless
+    that one is a plan's (not a request's to return to) or was purged (it stays purged)."""
+    earlier = current.get(failure.replay_of) if failure.replay_of is not None else None
+    if earlier is None or earlier.original_topic != failure.message.topic:
+        return None
+    return None if earlier.status is DlqStatus.RESOLVED else earlier
 
 
 def planning_dlq_entry(
@@ -143,9 +148,17 @@ def planning_dlq_entry(
         detail.code,
         detail.message,
         entry.dlq_id,
-        "" if earlier is None else " (replayed from it: failed again)",
+        _origin(failure, earlier),
     )
     return entry
+
+
+def _origin(failure: PlanningFailure, earlier: DlqEntry | None) -> str:
+    if earlier is not None:
+        return " (replayed from it: failed again)"
+    if failure.replay_of is not None:
+        return f" (a new entry: replayed from {failure.replay_of}, which is not reopened)"
+    return ""
 
 
 __all__ = ["DeadLettered", "PlanningFailure", "dead_letter_requests", "planning_dlq_entry"]

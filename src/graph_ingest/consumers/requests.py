@@ -37,9 +37,18 @@ class RequestMessage:
     @property
     def submission_id(self) -> str | None:
         """The id the producer returned (``submission_id`` header); None when it sent none or
-        none that is text."""
+        none PostgreSQL can hold (decode refuses such a request)."""
+        return self._stored_id(kafka_headers.SUBMISSION_ID)
+
+    @property
+    def replay_of(self) -> str | None:
+        """The DLQ entry this request was replayed from (``dlq_replay`` header); None for a
+        first-hand request, or a header that names no entry PostgreSQL could hold."""
+        return self._stored_id(kafka_headers.DLQ_REPLAY)
+
+    def _stored_id(self, name: str) -> str | None:
         try:
-            return kafka_headers.header_text(self.headers, kafka_headers.SUBMISSION_ID)
+            return kafka_headers.header_id(self.headers, name)
         except GraphIngestError:
             return None
 
@@ -55,7 +64,7 @@ def decode_request_message(
     """Decode one request message (requests have no retry tiers: ``_retry`` is unused); any
     failure is kept on the message, never raised. The key must
     be the request's ``space/documentId`` (all requests of a document share a partition, so one
-    planner orders them)."""
+    planner orders them), and a ``submission_id`` header an id PostgreSQL can hold."""
     value = message.value()
     fields = RequestMessage(
         topic=message.topic() or "",
@@ -75,6 +84,8 @@ def decode_request_message(
                 "space/documentId",
                 code=StatusCode.INVALID_ARGUMENT,
             )
+        # Recorded with the submission: an id PostgreSQL refuses would fail the whole batch.
+        kafka_headers.header_id(headers, kafka_headers.SUBMISSION_ID)
     except GraphIngestError as exc:
         return _with(fields, error=exc)
     except Exception as exc:  # hostile input may raise anything in third-party code

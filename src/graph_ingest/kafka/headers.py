@@ -12,9 +12,9 @@ from datetime import UTC
 from typing import Annotated
 
 from confluent_kafka import Message
-from pydantic import AfterValidator, AwareDatetime, Field, ValidationError
+from pydantic import AfterValidator, AwareDatetime, Field, TypeAdapter, ValidationError
 
-from graph_ingest.domain.limits import ErrorClass, ErrorMessage, Offset
+from graph_ingest.domain.limits import MAX_ID_LENGTH, ErrorClass, ErrorMessage, Offset, StoredId
 from graph_ingest.domain.model import FrozenModel
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import TraceId, check_trace_id, parse_traceparent
@@ -91,6 +91,24 @@ def header_text(headers: Headers, name: str) -> str | None:
         return value.decode("utf-8")
     except UnicodeDecodeError:
         raise MalformedHeader(f"header {name} is not UTF-8: {value[:40]!r}") from None
+
+
+_STORED_ID: TypeAdapter[str] = TypeAdapter(StoredId)
+
+
+def header_id(headers: Headers, name: str) -> str | None:
+    """The last value of ``name`` as an id PostgreSQL can store and index (``StoredId``: no NUL,
+    1 to MAX_ID_LENGTH characters); MalformedHeader when it is not one."""
+    text = header_text(headers, name)
+    if text is None:
+        return None
+    try:
+        return _STORED_ID.validate_python(text)
+    except ValidationError:
+        raise MalformedHeader(
+            f"header {name} is no storable id (1 to {MAX_ID_LENGTH} characters, no NUL): "
+            f"{len(text)} characters, {text[:40]!r}"
+        ) from None
 
 
 def trace_id_from_headers(headers: Headers) -> str | None:
@@ -205,6 +223,7 @@ __all__ = [
     "TRACE_ID",
     "Headers",
     "RetryHeaders",
+    "header_id",
     "header_text",
     "header_value",
     "headers_of",

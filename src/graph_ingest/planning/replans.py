@@ -15,6 +15,7 @@ that one is what the document becomes (it applies, or conflicts and is replanned
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -38,15 +39,20 @@ class ReplanMark:
     attempt: int
 
 
+# An attempt number ingest_replans can hold (an INT): 1 to 999,999,999, ASCII digits only.
+_ATTEMPT = re.compile(r"[1-9][0-9]{0,8}")
+
+
 def replan_mark(headers: Headers) -> ReplanMark | None:
     """The replan a request message is, or None for a first-hand request (or headers that do not
-    say it properly: such a request is planned as any other)."""
+    say it properly, or say it with values PostgreSQL could not record: such a request is planned
+    as any other)."""
     try:
-        replan_of = kafka_headers.header_text(headers, kafka_headers.REPLAN_OF)
+        replan_of = kafka_headers.header_id(headers, kafka_headers.REPLAN_OF)
         attempt = kafka_headers.header_text(headers, kafka_headers.REPLAN_ATTEMPT)
     except GraphIngestError:
         return None
-    if not replan_of or attempt is None or not attempt.isdigit() or int(attempt) < 1:
+    if replan_of is None or attempt is None or not _ATTEMPT.fullmatch(attempt):
         return None
     return ReplanMark(replan_of, int(attempt))
 
