@@ -50,9 +50,11 @@ def sample_plan(
     *,
     previous: DocumentState | None = None,
     graph: GraphOptions | None = None,
+    dropped: Sequence[Entity] = (),
 ) -> IngestionPlan:
     """Plan the document against ``previous`` (None for a new document): upsert what it says now,
-    delete the edges the previous version said and this one no longer does."""
+    delete the edges the previous version said and this one no longer does, and the ``dropped``
+    entities' nodes (those only it listed: the caller knows which)."""
     nodes = [
         NodeUpsert(
             node_id=e.node_id(space),
@@ -104,7 +106,11 @@ def sample_plan(
         base_operation_id=base,
         graph=graph or GraphOptions(),
         mutation=Mutation(
-            node_upserts=tuple(nodes), edge_upserts=tuple(edges), edge_deletes=superseded
+            node_upserts=tuple(nodes),
+            edge_upserts=tuple(edges),
+            edge_deletes=superseded,
+            node_deletes=tuple(e.node_id(space) for e in dropped),
+            detach_deleted_nodes=bool(dropped),
         ),
         next_state=state,
         registrations=tuple(

@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from click.testing import CliRunner
 
+from graph_ingest.cli.main import cli
 from graph_ingest.domain.plan import IngestionPlan, PlanKind
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import EntityRegistration
@@ -16,7 +18,7 @@ from graph_ingest.planning.chunking import chunk_document
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.planning.graph_schema import GraphSchema
 from graph_ingest.planning.planner import Planner
-from graph_ingest.planning.request import RequestKind
+from graph_ingest.planning.request import IngestOptions, RequestKind, StaleRelationPolicy
 from graph_ingest.planning.rules import RulesExtractor
 from graph_ingest.settings import PlannerSettings
 from tests.integration.pipeline import Pipeline
@@ -238,3 +240,42 @@ def test_an_out_of_order_source_version_is_rejected_with_its_reason(pipeline: Pi
     assert "older than 2026-12-01T09:00:00+00:00 of revision 1" in str(raised.value)
     state = pipeline.store.get_document_state("kb", "a")
     assert state is not None and state.revision == 1
+
+
+def test_keep_keeps_the_dropped_relation_and_reconcile_agrees(pipeline: Pipeline) -> None:
+    # Given a document whose v2 drops its OWNS relation under the KEEP policy
+    pipeline.start_applier()
+    planner, _ = planner_for(pipeline)
+    v1 = planner.plan(request("a", DOC_A))
+    apply(pipeline, v1)
+    keep = IngestOptions(stale_relation_policy=StaleRelationPolicy.KEEP)
+    v2 = planner.plan(request("a", DOC_A_V2, document_version="2", options=keep))
+    apply(pipeline, v2)
+    # Then the relation stays in the graph, recorded as kept
+    owns = owns_edge(v1)
+    state = pipeline.store.get_document_state("kb", "a")
+    assert state is not None
+    assert state.kept_edge_keys == (owns,)
+    assert owns in pipeline.graph_elements()[1]
+    # and reconcile finds no drift, so its repair leaves the relation alone
+    runner = CliRunner(env=pipeline.env())
+    assert runner.invoke(cli, ["reconcile"]).exit_code == 0
+    assert runner.invoke(cli, ["reconcile", "--repair"]).exit_code == 0
+    assert owns in pipeline.graph_elements()[1]
+
+
+def test_a_node_the_next_version_no_longer_mentions_leaves_the_graph(pipeline: Pipeline) -> None:
+    # Given v1 mentions the Billing API, which no other document lists
+    pipeline.start_applier()
+    planner, _ = planner_for(pipeline)
+    v1 = planner.plan(request("a", DOC_A))
+    apply(pipeline, v1)
+    v2 = planner.plan(request("a", "Bob is a member of the Payments Team.", document_version="2"))
+    # When v2 no longer mentions it, nor the Ledger Service
+    apply(pipeline, v2)
+    # Then the graph holds v2's nodes and edges exactly, and reconcile agrees
+    state = pipeline.store.get_document_state("kb", "a")
+    assert state is not None
+    assert pipeline.graph_elements() == (set(state.node_ids), set(state.edge_keys))
+    assert len(state.node_ids) < len(v1.next_state.node_ids)
+    assert CliRunner(env=pipeline.env()).invoke(cli, ["reconcile"]).exit_code == 0

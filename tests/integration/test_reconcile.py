@@ -54,6 +54,7 @@ def doc_v2(p: Pipeline, previous: DocumentState) -> IngestionPlan:
         [Relation(ALICE, "WORKS_AT", GLOBEX), Relation(GLOBEX, "LOCATED_IN", BERLIN)],
         previous=previous,
         graph=p.graph,
+        dropped=[CAROL],  # only doc-1 mentioned her (Acme: another document may still list it)
     )
 
 
@@ -245,8 +246,10 @@ def test_superseded_edges_back_in_the_graph_are_unexpected_unless_another_docume
     create_edge(pipeline, located)
     code, report = reconcile_json(pipeline)
     assert code == ExitCode.ERROR
+    # (doc-1 superseded it; it also touches Acme, a node of doc-3's, which does not list it)
     assert [(d["document_id"], d["unexpected_edges"]) for d in report["scan"]["documents"]] == [
-        ("doc-1", [edge_json(located)])
+        ("doc-1", [edge_json(located)]),
+        ("doc-3", [edge_json(located)]),
     ]
     # Then the repair deletes it and only it
     code, report = reconcile_json(pipeline, "--repair")
@@ -348,3 +351,44 @@ def test_an_unreachable_neo4j_exits_unavailable(pipeline: Pipeline) -> None:
     result = CliRunner(env=env).invoke(cli, ["reconcile"])
     assert result.exit_code == ExitCode.UNAVAILABLE, result.output
     assert "error [UNAVAILABLE]" in result.output
+
+
+def test_an_edge_no_state_lists_around_a_documents_nodes_is_unexpected_and_repaired(
+    pipeline: Pipeline,
+) -> None:
+    # Given doc-1 applied, and an edge between its nodes that no revision of it ever listed (what
+    # a plan of another lineage leaves behind: not among the superseded edges either)
+    pipeline.start_applier()
+    v1 = doc_v1(pipeline)
+    applied(pipeline, v1)
+    ghost = EdgeKey(src=BERLIN.node_id("it"), type="ONCE_SAID", dst=ALICE.node_id("it"))
+    create_edge(pipeline, ghost)
+    # When reconcile checks the graph
+    code, report = reconcile_json(pipeline)
+    # Then the edge is unexpected for doc-1
+    assert code == ExitCode.ERROR
+    assert [(d["document_id"], d["unexpected_edges"]) for d in report["scan"]["documents"]] == [
+        ("doc-1", [edge_json(ghost)])
+    ]
+    # and the repair deletes it and only it
+    code, report = reconcile_json(pipeline, "--repair")
+    assert code == ExitCode.OK, report
+    assert pipeline.graph_elements() == planned(v1)
+
+
+def test_a_node_no_state_lists_is_reported_as_unreferenced(pipeline: Pipeline) -> None:
+    pipeline.start_applier()
+    applied(pipeline, doc_v1(pipeline))
+    assert reconcile_json(pipeline)[0] == ExitCode.OK
+    # When a node of the pipeline's label that no committed state lists is in the graph
+    label = pipeline.graph.node_label
+    cypher(pipeline, f"CREATE (:`{label}` {{node_id: 'orphan-1'}})")
+    # Then a whole scan reports it, a scan of one document does not look for it
+    code, report = reconcile_json(pipeline)
+    assert code == ExitCode.ERROR
+    assert report["scan"]["unreferenced_nodes"] == [
+        {"database": "neo4j", "node_label": label, "node_id": "orphan-1"}
+    ]
+    assert reconcile_json(pipeline, "--document", "doc-1")[0] == ExitCode.OK
+    text = reconcile(pipeline)
+    assert "unreferenced node orphan-1" in text.output
