@@ -10,6 +10,9 @@ twice, so routing is exactly once without Kafka transactions.
 Where a failure goes is the retry policy's decision (``resilience.policy.route``); plans of the
 same document parked behind a dead-lettered one follow it to the DLQ, and are released again when
 it is replayed and completes (DESIGN.md §5, issue 6 item 4).
+
+Nothing a message carries can make routing fail: header names and values, keys and error
+messages are made storable before they reach PostgreSQL; the DLQ envelope keeps the bytes.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from graph_ingest.consumers.messages import MessageHeaders, PlanMessage
 from graph_ingest.dlq.entries import dlq_id_of_operation, dlq_id_of_position, dlq_message, entry_of
 from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, MessageHeader, append_attempt
 from graph_ingest.domain.error_detail import ErrorContext, ErrorDetail, RetryAdvice
+from graph_ingest.domain.limits import storable_text
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage
 from graph_ingest.domain.status import StatusCode
@@ -382,16 +386,17 @@ def _envelope(
 
 
 def _text_headers(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
-    """Headers as the outbox stores them (UTF-8 text; the last of a repeated name wins). One that
-    is not text is left off the copy and logged: the DLQ envelope keeps the original bytes."""
+    """Headers as the outbox stores them (UTF-8 text, made storable: JSONB refuses a NUL, which
+    anyone publishing a plan may send; the last of a repeated name wins). One that is not text is
+    left off the copy and logged: the DLQ envelope keeps the original bytes."""
     text: dict[str, str] = {}
     for key, value in headers:
         if value is None:
             continue
         try:
-            text[key] = value.decode("utf-8")
+            text[storable_text(key)] = storable_text(value.decode("utf-8"))
         except UnicodeDecodeError:
-            log.warning("header %s is not UTF-8: left off the retry copy", key)
+            log.warning("header %s is not UTF-8: left off the retry copy", storable_text(key))
     return text
 
 

@@ -1,0 +1,90 @@
+"""Failure routing keeps a plan's journey whatever the message carries (issue 16 items 4, 6, 15, 16).
+
+Against real Kafka, Neo4j and PostgreSQL; faults are injected by wrapping the real Neo4j writer.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.domain.trace import new_trace_id
+from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.kafka.headers import RetryHeaders
+from graph_ingest.schemas.codec import decode_dlq_envelope, encode_plan
+from tests.integration.conftest import PipelineFactory
+from tests.integration.pipeline import FailingWriter
+from tests.integration.test_applier import doc_v1, planned_elements
+from tests.integration.test_failure_routing import (
+    BABBAGE,
+    ROUTING,
+    babbage,
+    babbage_times_out,
+)
+from tests.kafka_messages import read_to_end
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+def test_a_nul_in_a_header_neither_stops_the_applier_nor_the_plans_journey(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    # Given a plan that always times out, published with a NUL in a header
+    pipeline = pipeline_factory(**ROUTING)
+    plan, bystander = babbage(pipeline), doc_v1(pipeline)
+    applier = pipeline.start_applier(babbage_times_out(pipeline))
+    pipeline.publish_raw(plan.key.encode(), encode_plan(plan), headers={"note": b"a\x00b"})
+    # Then it walks every tier to the DLQ, the applier alive and applying the rest
+    pipeline.wait_stage(plan.operation_id, Stage.DEAD_LETTERED, timeout_s=60)
+    pipeline.publish(bystander)
+    pipeline.wait_stage(bystander.operation_id, Stage.COMPLETED)
+    assert applier.is_alive()
+    (entry,) = pipeline.dlq_entries(1)
+    envelope = decode_dlq_envelope(entry.envelope)
+    assert [a.tier for a in envelope.attempts] == [None, 0, 1, 2]
+    # each tier copy, and so the last one the DLQ keeps, carries the header with its NUL escaped
+    assert ("note", b"a\\x00b") in [(h.key, h.value) for h in envelope.original_headers]
+    for topic, _ in pipeline.settings.topics.retry_tiers:
+        ((_, _, headers),) = read_to_end(pipeline.settings, topic)
+        assert headers["note"] == b"a\\x00b"
+    assert pipeline.graph_elements() == planned_elements(bystander)
+
+
+def test_retry_headers_holding_a_nul_make_the_plan_poison_and_the_applier_goes_on(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    # Given a plan published with retry headers whose original topic holds a NUL
+    pipeline = pipeline_factory(**ROUTING)
+    plan, bystander = babbage(pipeline), doc_v1(pipeline)
+    writer = FailingWriter(
+        pipeline.settings, StatusCode.INVALID_ARGUMENT, culprits=[BABBAGE.node_id("it")]
+    )
+    applier = pipeline.start_applier(writer)
+    now = datetime.now(UTC)
+    forged = RetryHeaders(
+        attempt=2,
+        due_at=now,
+        original_topic=pipeline.settings.topics.plans,
+        original_partition=0,
+        original_offset=0,
+        first_failure_at=now,
+        error_code=StatusCode.DEADLINE_EXCEEDED,
+        error_class="GraphError",
+        error_message="timed out",
+        trace_id=new_trace_id(),
+    ).to_headers()
+    headers: dict[str, str | bytes] = dict(forged)
+    headers[kafka_headers.ORIGINAL_TOPIC] = b"plans\x00"
+    pipeline.publish_raw(plan.key.encode(), encode_plan(plan), headers=headers)
+    pipeline.publish(bystander)
+    # Then it is dead-lettered for its headers, and the applier applies the rest
+    pipeline.wait_stage(bystander.operation_id, Stage.COMPLETED)
+    (entry,) = pipeline.dlq_entries(1)
+    assert entry.code is StatusCode.INVALID_ARGUMENT
+    assert "retry headers invalid: original_topic" in entry.message
+    assert entry.original_topic == pipeline.settings.topics.plans
+    assert applier.is_alive()
+    assert pipeline.store.get_operation(plan.operation_id) is None
