@@ -9,14 +9,18 @@ from datetime import UTC, datetime
 
 import pytest
 
+from graph_ingest.dlq.entries import with_status
+from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import new_trace_id
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import RetryHeaders
 from graph_ingest.schemas.codec import decode_dlq_envelope, encode_plan
+from graph_ingest.store.base import DlqEntry
+from graph_ingest.waiting import wait_until
 from tests.integration.conftest import PipelineFactory
-from tests.integration.pipeline import FailingWriter
+from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.integration.test_applier import doc_v1, planned_elements
 from tests.integration.test_failure_routing import (
     BABBAGE,
@@ -27,6 +31,15 @@ from tests.integration.test_failure_routing import (
 from tests.kafka_messages import read_to_end
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+def failures_recorded(pipeline: Pipeline, count: int) -> None:
+    """Wait until ``count`` failures were routed (each in the transaction of its DLQ entry)."""
+    wait_until(
+        lambda: pipeline.sql("SELECT count(*) FROM failure_attempts")[0][0] >= count,
+        timeout_s=60,
+        what=f"{count} routed failures",
+    )
 
 
 def test_a_nul_in_a_header_neither_stops_the_applier_nor_the_plans_journey(
@@ -88,3 +101,34 @@ def test_retry_headers_holding_a_nul_make_the_plan_poison_and_the_applier_goes_o
     assert entry.original_topic == pipeline.settings.topics.plans
     assert applier.is_alive()
     assert pipeline.store.get_operation(plan.operation_id) is None
+
+
+def replayed_by_hand(pipeline: Pipeline, entry: DlqEntry, value: bytes) -> None:
+    """What a replay does to an entry holding no plan the CLI would re-publish: marked REPLAYED,
+    its message published again with ``dlq_replay: <id>``."""
+    with pipeline.store.unit_of_work() as uow:
+        uow.put_dlq_entries([with_status(entry, DlqStatus.REPLAYED, "replayed by hand")])
+    pipeline.publish_raw(b"it/poison", value, headers={kafka_headers.DLQ_REPLAY: entry.dlq_id})
+
+
+def test_a_failed_replay_of_a_message_without_operation_returns_to_its_entry(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    pipeline = pipeline_factory(plan_partitions=1)
+    poison = b"\x8f\x00\xff not a plan"
+    pipeline.start_applier()
+    pipeline.publish_raw(b"it/poison", poison)
+    (entry,) = pipeline.dlq_entries(1)
+    # When it is replayed twice and fails each time
+    for replays in (1, 2):
+        replayed_by_hand(pipeline, pipeline.dlq_entries(1)[0], poison)
+        failures_recorded(pipeline, 1 + replays)
+    # Then one entry holds the three attempts, pending review, where it first came from
+    (again,) = pipeline.dlq_entries(1)
+    envelope = decode_dlq_envelope(again.envelope)
+    assert again.dlq_id == entry.dlq_id
+    assert again.status is DlqStatus.PENDING_REVIEW
+    assert [a.attempt for a in envelope.attempts] == [1, 2, 3]
+    assert {a.code for a in envelope.attempts} == {StatusCode.INVALID_ARGUMENT}
+    assert (again.original_partition, again.original_offset) == (0, 0)
+    assert envelope.original_value == poison

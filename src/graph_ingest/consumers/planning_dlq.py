@@ -21,12 +21,10 @@ from datetime import datetime
 
 from graph_ingest import __version__
 from graph_ingest.consumers.requests import RequestMessage
-from graph_ingest.dlq.entries import dlq_id_of_position, dlq_message, entry_of
-from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, DlqStatus, MessageHeader
+from graph_ingest.dlq.entries import dlq_id_of_position, dlq_message, entry_of, replayed_from
+from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, MessageHeader
 from graph_ingest.domain.error_detail import ErrorContext
 from graph_ingest.domain.trace import new_trace_id
-from graph_ingest.errors import GraphIngestError
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.resilience.classify import error_detail
 from graph_ingest.resilience.policy import TO_DLQ, retry_advice
@@ -48,10 +46,7 @@ class PlanningFailure:
     @property
     def replay_of(self) -> str | None:
         """The DLQ entry this request was replayed from (its ``dlq_replay`` header), or None."""
-        try:
-            return kafka_headers.header_text(self.message.headers, kafka_headers.DLQ_REPLAY)
-        except GraphIngestError:
-            return None
+        return replayed_from(self.message.headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,16 +121,7 @@ def planning_dlq_entry(
             tier=None,
             at=failure.at,
         )
-        extended = previous.with_attempt(record)
-        envelope = extended.model_copy(
-            update={
-                "folded_attempts": extended.folded_attempts + retried,
-                "dead_lettered_at": failure.at,
-                "status": DlqStatus.PENDING_REVIEW,
-                "note": None,
-            }
-        )
-        entry = entry_of(earlier.dlq_id, envelope)
+        entry = entry_of(earlier.dlq_id, previous.failed_again(record, uncounted=retried))
     log.error(
         "%s not planned after %d attempt(s): %s %s; planning DLQ entry %s%s",
         message.context(),

@@ -9,7 +9,8 @@ twice, so routing is exactly once without Kafka transactions.
 
 Where a failure goes is the retry policy's decision (``resilience.policy.route``); plans of the
 same document parked behind a dead-lettered one follow it to the DLQ, and are released again when
-it is replayed and completes (DESIGN.md §5, issue 6 item 4).
+it is replayed and completes (DESIGN.md §5, issue 6 item 4). A replayed message that fails
+again returns to the entry it was replayed from, whether or not an operation owns it.
 
 Nothing a message carries can make routing fail: header names and values, keys and error
 messages are made storable before they reach PostgreSQL; the DLQ envelope keeps the bytes.
@@ -24,7 +25,13 @@ from datetime import datetime, timedelta
 
 from graph_ingest import __version__
 from graph_ingest.consumers.messages import MessageHeaders, PlanMessage
-from graph_ingest.dlq.entries import dlq_id_of_operation, dlq_id_of_position, dlq_message, entry_of
+from graph_ingest.dlq.entries import (
+    dlq_id_of_operation,
+    dlq_id_of_position,
+    dlq_message,
+    entry_of,
+    replayed_from,
+)
 from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, MessageHeader, append_attempt
 from graph_ingest.domain.error_detail import ErrorContext, ErrorDetail, RetryAdvice
 from graph_ingest.domain.limits import storable_text
@@ -44,8 +51,9 @@ from graph_ingest.resilience.policy import (
     route,
     tier,
 )
+from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import FailureAttempt, OutboxMessage, UnitOfWork
+from graph_ingest.store.base import DlqEntry, FailureAttempt, OutboxMessage, UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +86,11 @@ class Ladder:
     def tier_topics(self) -> list[str]:
         return [topic for topic, _ in self.tiers]
 
+    @property
+    def topics(self) -> list[str]:
+        """Every topic a plan is consumed from."""
+        return [self.plans_topic, *self.tier_topics]
+
     def location(self, message: PlanMessage) -> Location:
         for index, (topic, _) in enumerate(self.tiers):
             if message.topic == topic:
@@ -107,6 +120,8 @@ class FailureRouter:
         message, owned = failure.message, failure.operation
         location = self._ladder.location(message)
         delivery = message.retry.attempt if message.retry else 1
+        history = uow.failure_history(owned.operation_id) if owned else []
+        replayed = None if owned else self._replayed_entry(uow, message)
         decision = route(
             failure.info.code,
             delivery,
@@ -118,7 +133,6 @@ class FailureRouter:
             raise ValueError(
                 f"{message.context()}: {failure.info.code} is waited out in place, never routed"
             )
-        history = uow.failure_history(owned.operation_id) if owned else []
         now = self._clock()
         trace_id = (
             trace_id_from_headers(message.headers)
@@ -128,7 +142,7 @@ class FailureRouter:
         attempt = FailureAttempt(
             source=message.position,
             operation_id=owned.operation_id if owned else None,
-            attempt=history[-1].attempt + 1 if history else delivery,
+            attempt=_next_attempt(history, replayed, delivery),
             tier=location.tier_index,
             routed_to=decision.kind.value,
             at=now,
@@ -147,8 +161,22 @@ class FailureRouter:
             assert decision.tier_index is not None  # a TIER route names its tier
             self._to_tier(uow, failure, decision.tier_index, attempt)
         else:
-            self._to_dlq(uow, failure, [*history, attempt])
+            self._to_dlq(uow, failure, [*history, attempt], replayed)
         return decision.kind
+
+    def _replayed_entry(self, uow: UnitOfWork, message: PlanMessage) -> DlqEntry | None:
+        """The entry a message that owns no operation was replayed from, when it holds this very
+        message (an undecodable one, or a plan no operation took): a replay that fails again
+        returns to it. An operation's own entry is its operation's, never a stranger's."""
+        dlq_id = replayed_from(message.headers)
+        if dlq_id is None:
+            return None
+        earlier = uow.dlq_entries([dlq_id]).get(dlq_id)
+        if earlier is None or earlier.original_topic not in self._ladder.topics:
+            return None  # unknown, or a planning entry (a request, not a plan)
+        plan = message.plan
+        held = (plan.operation_id, plan.fingerprint) if plan else (None, None)
+        return earlier if (earlier.operation_id, earlier.fingerprint) == held else None
 
     # -- tiers -----------------------------------------------------------------------------
 
@@ -199,41 +227,58 @@ class FailureRouter:
 
     # -- the DLQ ---------------------------------------------------------------------------
 
-    def _to_dlq(self, uow: UnitOfWork, failure: Failure, history: Sequence[FailureAttempt]) -> None:
+    def _to_dlq(
+        self,
+        uow: UnitOfWork,
+        failure: Failure,
+        history: Sequence[FailureAttempt],
+        replayed: DlqEntry | None,
+    ) -> None:
+        """Dead-letter the message: an operation's failures into its one entry, rebuilt from its
+        recorded history; a message that owns none into the entry it was replayed from, extended
+        with this attempt (issue 16 item 6), else a new entry named by its position."""
         message, owned = failure.message, failure.operation
-        dlq_id = (
-            dlq_id_of_operation(owned.operation_id)
-            if owned
-            else dlq_id_of_position(*message.position)
-        )
-        earlier = uow.dlq_entries([dlq_id]).get(dlq_id)
-        retry = message.retry
-        if earlier is not None:  # a replay failed again: same entry, where it first came from
-            origin = (earlier.original_topic, earlier.original_partition, earlier.original_offset)
-        elif retry is not None:
-            origin = (retry.original_topic, retry.original_partition, retry.original_offset)
+        last = history[-1]
+        if replayed is not None:
+            dlq_id = replayed.dlq_id
+            envelope = decode_dlq_envelope(replayed.envelope).failed_again(_attempt_record(last))
         else:
-            origin = message.position
-        plan = message.plan
-        envelope = _envelope(
-            origin,
-            message.key,
-            message.wire_value,
-            message.headers,
-            history,
-            operation_id=plan.operation_id if plan else None,
-            fingerprint=plan.fingerprint if plan else None,
-            at=history[-1].at,
-        )
+            dlq_id = (
+                dlq_id_of_operation(owned.operation_id)
+                if owned
+                else dlq_id_of_position(*message.position)
+            )
+            earlier = uow.dlq_entries([dlq_id]).get(dlq_id)
+            retry = message.retry
+            if earlier is not None:  # a replay failed again: same entry, where it came from
+                origin = (
+                    earlier.original_topic,
+                    earlier.original_partition,
+                    earlier.original_offset,
+                )
+            elif retry is not None:
+                origin = (retry.original_topic, retry.original_partition, retry.original_offset)
+            else:
+                origin = message.position
+            plan = message.plan
+            envelope = _envelope(
+                origin,
+                message.key,
+                message.wire_value,
+                message.headers,
+                history,
+                operation_id=plan.operation_id if plan else None,
+                fingerprint=plan.fingerprint if plan else None,
+                at=last.at,
+            )
         self._dead_letter(uow, dlq_id, envelope)
-        last = history[-1].detail
         log.error(
             "%s dead-lettered as %s after %d attempt(s): %s %s",
             message.context(),
             dlq_id,
             envelope.total_attempts,
-            last.code,
-            last.message,
+            last.detail.code,
+            last.detail.message,
         )
         if owned is None:
             return
@@ -333,6 +378,22 @@ class FailureRouter:
         )
 
 
+def _next_attempt(
+    history: Sequence[FailureAttempt], replayed: DlqEntry | None, delivery: int
+) -> int:
+    """The number of the attempt failing now: one past the operation's recorded history, or past
+    the history of the entry the message was replayed from, else the delivery's number."""
+    if history:
+        return history[-1].attempt + 1
+    if replayed is not None:
+        return decode_dlq_envelope(replayed.envelope).attempts[-1].attempt + 1
+    return delivery
+
+
+def _attempt_record(failed: FailureAttempt) -> AttemptRecord:
+    return AttemptRecord.of(failed.detail, attempt=failed.attempt, tier=failed.tier, at=failed.at)
+
+
 def _record_failure(
     operation: Operation,
     stage: Stage,
@@ -364,10 +425,7 @@ def _envelope(
     attempts: tuple[AttemptRecord, ...] = ()
     folded = 0
     for failed in history:
-        record = AttemptRecord.of(
-            failed.detail, attempt=failed.attempt, tier=failed.tier, at=failed.at
-        )
-        attempts, folded = append_attempt(attempts, folded, record)
+        attempts, folded = append_attempt(attempts, folded, _attempt_record(failed))
     topic, partition, offset = origin
     return DlqEnvelope(
         original_topic=topic,
