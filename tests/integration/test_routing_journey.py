@@ -8,7 +8,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from click.testing import CliRunner
 
+from graph_ingest.cli.main import cli
 from graph_ingest.dlq.entries import with_status
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.stages import Stage
@@ -27,6 +29,7 @@ from tests.integration.test_failure_routing import (
     ROUTING,
     babbage,
     babbage_times_out,
+    three_versions,
 )
 from tests.kafka_messages import read_to_end
 
@@ -132,3 +135,54 @@ def test_a_failed_replay_of_a_message_without_operation_returns_to_its_entry(
     assert {a.code for a in envelope.attempts} == {StatusCode.INVALID_ARGUMENT}
     assert (again.original_partition, again.original_offset) == (0, 0)
     assert envelope.original_value == poison
+
+
+def test_a_resumed_plan_failing_with_internal_reaches_the_dlq_after_the_bound(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    # A tier far off: only the resume delivers the plan again during the test
+    pipeline = pipeline_factory(retry_delays_s=(600.0,), max_internal_attempts=2, **ROUTING)
+    plan = babbage(pipeline)
+    writer = FailingWriter(pipeline.settings, StatusCode.INTERNAL, culprits=[BABBAGE.node_id("it")])
+    pipeline.start_applier(writer)
+    pipeline.publish(plan)
+    pipeline.wait_stage(plan.operation_id, Stage.FAILED)
+    # When it is resumed and fails a second time
+    resumed = CliRunner(env=pipeline.env()).invoke(cli, ["resume", plan.operation_id])
+    assert resumed.exit_code == 0, resumed.output
+    failures_recorded(pipeline, 2)
+    # Then the second delivery was its last (APPLIER__MAX_INTERNAL_ATTEMPTS): the DLQ
+    routed = pipeline.sql("SELECT attempt, routed_to FROM failure_attempts ORDER BY attempt")
+    assert routed == [(1, "TIER"), (2, "DLQ")]
+    dead = pipeline.wait_stage(plan.operation_id, Stage.DEAD_LETTERED)
+    assert dead.last_error is not None and dead.last_error.code is StatusCode.INTERNAL
+
+
+def test_a_follower_keeps_the_position_of_its_first_delivery_in_its_dlq_entry(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    # Given v1 in the DLQ (one partition: v1 at offset 0, v2 at offset 1)
+    pipeline = pipeline_factory(plan_partitions=1, **ROUTING)
+    v1, v2, _ = three_versions(pipeline)
+    writer = FailingWriter(
+        pipeline.settings, StatusCode.INVALID_ARGUMENT, culprits=[BABBAGE.node_id("it")]
+    )
+    pipeline.start_applier(writer)
+    pipeline.publish(v1)
+    pipeline.wait_stage(v1.operation_id, Stage.DEAD_LETTERED)
+    # When v2 arrives and follows it there
+    pipeline.publish(v2)
+    pipeline.wait_stage(v2.operation_id, Stage.DEAD_LETTERED)
+    # Then v2's entry says where v2 was delivered, with its headers
+    entries = {e.operation_id: e for e in pipeline.dlq_entries(2)}
+    follower = entries[v2.operation_id]
+    assert follower.parked_behind == v1.operation_id
+    assert (follower.original_topic, follower.original_partition, follower.original_offset) == (
+        pipeline.settings.topics.plans,
+        0,
+        1,
+    )
+    headers = dict(
+        (h.key, h.value) for h in decode_dlq_envelope(follower.envelope).original_headers
+    )
+    assert headers[kafka_headers.OPERATION_ID] == v2.operation_id.encode()

@@ -7,10 +7,12 @@ envelope to the outbox and the DLQ index row. The Kafka offset is committed only
 transaction: a message redelivered after a crash finds its attempt recorded and is not routed
 twice, so routing is exactly once without Kafka transactions.
 
-Where a failure goes is the retry policy's decision (``resilience.policy.route``); plans of the
-same document parked behind a dead-lettered one follow it to the DLQ, and are released again when
-it is replayed and completes (DESIGN.md §5, issue 6 item 4). A replayed message that fails
-again returns to the entry it was replayed from, whether or not an operation owns it.
+Where a failure goes is the retry policy's decision (``resilience.policy.route``), from the
+delivery that failed and where the plan stands on the ladder (``consumers.ladder``: a resumed or
+released plan starts neither its INTERNAL bound nor its ladder over). Plans of the same document
+parked behind a dead-lettered one follow it to the DLQ, and are released again when it is
+replayed and completes (DESIGN.md §5, issue 6 item 4). A replayed message that fails again
+returns to the entry it was replayed from, whether or not an operation owns it.
 
 Nothing a message carries can make routing fail: header names and values, keys and error
 messages are made storable before they reach PostgreSQL; the DLQ envelope keeps the bytes.
@@ -22,8 +24,16 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from graph_ingest import __version__
+from graph_ingest.consumers.ladder import (
+    Ladder,
+    earlier_deliveries,
+    first_failed,
+    journey_start,
+    known_origin,
+)
 from graph_ingest.consumers.messages import MessageHeaders, PlanMessage
 from graph_ingest.dlq.entries import (
     dlq_id_of_operation,
@@ -39,20 +49,14 @@ from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import new_trace_id
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import RetryHeaders, trace_id_from_headers, with_retry_headers
 from graph_ingest.resilience.policy import (
-    MAIN,
-    REPLAY,
     TO_DLQ,
-    Location,
     RouteKind,
     retry_advice,
     route,
-    tier,
 )
 from graph_ingest.schemas.codec import decode_dlq_envelope
-from graph_ingest.settings import Settings
 from graph_ingest.store.base import DlqEntry, FailureAttempt, OutboxMessage, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -60,44 +64,13 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 
 
-@dataclass(frozen=True, slots=True)
-class Ladder:
-    """The main topic, the retry tiers (topic, delay) in order, and the DLQ after them."""
+class Follower(NamedTuple):
+    """A PARKED operation to dead-letter behind its leader, with its frozen plan bytes, and the
+    message that delivered it when it follows on arrival (None for one parked before)."""
 
-    plans_topic: str
-    tiers: tuple[tuple[str, float], ...]
-    dlq_topic: str
-    max_internal_attempts: int
-    max_message_bytes: int
-    """What a plan message may weigh (``topics.max_message_bytes``); a re-published plan past it
-    goes as a claim-check reference."""
-
-    @classmethod
-    def of(cls, settings: Settings) -> Ladder:
-        return cls(
-            plans_topic=settings.topics.plans,
-            tiers=tuple(settings.topics.retry_tiers),
-            dlq_topic=settings.topics.dlq,
-            max_internal_attempts=settings.applier.max_internal_attempts,
-            max_message_bytes=settings.topics.max_message_bytes,
-        )
-
-    @property
-    def tier_topics(self) -> list[str]:
-        return [topic for topic, _ in self.tiers]
-
-    @property
-    def topics(self) -> list[str]:
-        """Every topic a plan is consumed from."""
-        return [self.plans_topic, *self.tier_topics]
-
-    def location(self, message: PlanMessage) -> Location:
-        for index, (topic, _) in enumerate(self.tiers):
-            if message.topic == topic:
-                return tier(index)
-        if kafka_headers.header_value(message.headers, kafka_headers.DLQ_REPLAY) is not None:
-            return REPLAY
-        return MAIN
+    operation: Operation
+    plan_bytes: bytes
+    delivered: PlanMessage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +91,9 @@ class FailureRouter:
     def route(self, uow: UnitOfWork, failure: Failure) -> RouteKind:
         """Route one failure inside ``uow``; return where it went (TIER or DLQ)."""
         message, owned = failure.message, failure.operation
-        location = self._ladder.location(message)
-        delivery = message.retry.attempt if message.retry else 1
         history = uow.failure_history(owned.operation_id) if owned else []
+        failed = earlier_deliveries(history, message)
+        delivery, location = self._ladder.progress(message, failed)
         replayed = None if owned else self._replayed_entry(uow, message)
         decision = route(
             failure.info.code,
@@ -159,7 +132,7 @@ class FailureRouter:
             return decision.kind
         if decision.kind is RouteKind.TIER:
             assert decision.tier_index is not None  # a TIER route names its tier
-            self._to_tier(uow, failure, decision.tier_index, attempt)
+            self._to_tier(uow, failure, decision.tier_index, attempt, delivery, failed)
         else:
             self._to_dlq(uow, failure, [*history, attempt], replayed)
         return decision.kind
@@ -181,20 +154,31 @@ class FailureRouter:
     # -- tiers -----------------------------------------------------------------------------
 
     def _to_tier(
-        self, uow: UnitOfWork, failure: Failure, tier_index: int, attempt: FailureAttempt
+        self,
+        uow: UnitOfWork,
+        failure: Failure,
+        tier_index: int,
+        attempt: FailureAttempt,
+        delivery: int,
+        earlier: Sequence[FailureAttempt],
     ) -> None:
         message, owned = failure.message, failure.operation
         topic, delay_s = self._ladder.tiers[tier_index]
         due_at = attempt.at + timedelta(seconds=delay_s)
         first = message.retry
         detail = attempt.detail
+        original_topic, original_partition, original_offset = first_failed(
+            earlier
+        ) or journey_start(message)
         retry = RetryHeaders(
-            attempt=(first.attempt if first else 1) + 1,
+            attempt=delivery + 1,
             due_at=due_at,
-            original_topic=first.original_topic if first else message.topic,
-            original_partition=first.original_partition if first else message.partition,
-            original_offset=first.original_offset if first else message.offset,
-            first_failure_at=first.first_failure_at if first else attempt.at,
+            original_topic=original_topic,
+            original_partition=original_partition,
+            original_offset=original_offset,
+            first_failure_at=(
+                earlier[0].at if earlier else first.first_failure_at if first else attempt.at
+            ),
             error_code=detail.code,
             error_class=detail.error_class,
             error_message=detail.message,
@@ -249,20 +233,11 @@ class FailureRouter:
                 else dlq_id_of_position(*message.position)
             )
             earlier = uow.dlq_entries([dlq_id]).get(dlq_id)
-            retry = message.retry
-            if earlier is not None:  # a replay failed again: same entry, where it came from
-                origin = (
-                    earlier.original_topic,
-                    earlier.original_partition,
-                    earlier.original_offset,
-                )
-            elif retry is not None:
-                origin = (retry.original_topic, retry.original_partition, retry.original_offset)
-            else:
-                origin = message.position
             plan = message.plan
             envelope = _envelope(
-                origin,
+                known_origin(earlier)
+                or first_failed(earlier_deliveries(history, message))
+                or journey_start(message),
                 message.key,
                 message.wire_value,
                 message.headers,
@@ -291,7 +266,7 @@ class FailureRouter:
         """Plans of the document parked behind ``leader`` follow it: they cannot apply before it
         does, and an operator reviewing the DLQ must see them (issue 6 item 4)."""
         followers = [
-            (op, plan_bytes)
+            Follower(op, plan_bytes)
             for op, plan_bytes in uow.parked_on_document(leader.space, leader.document_id)
             if op.expected_revision > leader.expected_revision
         ]
@@ -301,13 +276,16 @@ class FailureRouter:
         self,
         uow: UnitOfWork,
         leader: Operation,
-        followers: Sequence[tuple[Operation, bytes]],
+        followers: Sequence[Follower],
         at: datetime,
     ) -> None:
-        """Dead-letter ``followers`` (PARKED operations with their plan bytes, locked by the
-        caller) behind ``leader``, which is in the DLQ; they are released when it completes."""
+        """Dead-letter ``followers`` (PARKED operations, locked by the caller) behind ``leader``,
+        which is in the DLQ; they are released when it completes."""
         saved = []
-        for op, plan_bytes in followers:
+        earlier = uow.dlq_entries(
+            [dlq_id_of_operation(f.operation.operation_id) for f in followers]
+        )
+        for op, plan_bytes, delivered in followers:
             info = ErrorInfo(
                 code=StatusCode.FAILED_PRECONDITION,
                 error_class="ParkedBehind",
@@ -327,11 +305,18 @@ class FailureRouter:
             )
             uow.record_failure(attempt)
             dlq_id = dlq_id_of_operation(op.operation_id)
+            failed = earlier_deliveries(history, delivered)
             envelope = _envelope(
-                (self._ladder.plans_topic, None, None),
-                f"{op.space}/{op.document_id}".encode(),
+                known_origin(earlier.get(dlq_id))
+                or first_failed(failed)
+                or (
+                    journey_start(delivered)
+                    if delivered
+                    else (self._ladder.plans_topic, None, None)
+                ),
+                delivered.key if delivered else f"{op.space}/{op.document_id}".encode(),
                 plan_bytes,
-                (),
+                delivered.headers if delivered else (),
                 [*history, attempt],
                 operation_id=op.operation_id,
                 fingerprint=op.fingerprint,
@@ -458,4 +443,4 @@ def _text_headers(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]
     return text
 
 
-__all__ = ["Failure", "FailureRouter", "Ladder"]
+__all__ = ["Failure", "FailureRouter", "Follower", "Ladder"]
