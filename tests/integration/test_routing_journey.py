@@ -29,6 +29,7 @@ from tests.integration.test_failure_routing import (
     ROUTING,
     babbage,
     babbage_times_out,
+    replay,
     three_versions,
 )
 from tests.kafka_messages import read_to_end
@@ -186,3 +187,23 @@ def test_a_follower_keeps_the_position_of_its_first_delivery_in_its_dlq_entry(
         (h.key, h.value) for h in decode_dlq_envelope(follower.envelope).original_headers
     )
     assert headers[kafka_headers.OPERATION_ID] == v2.operation_id.encode()
+    # and when v2 is replayed while v1 is still there, it follows again to the same entry,
+    # keeping that position rather than its replay's
+    replay(pipeline, follower)
+    wait_until(
+        lambda: (
+            pipeline.sql(
+                "SELECT count(*) FROM failure_attempts WHERE operation_id = %s", v2.operation_id
+            )[0][0]
+            == 2
+        ),
+        timeout_s=60,
+        what="v2 to follow v1 a second time",
+    )
+    again = {e.operation_id: e for e in pipeline.dlq_entries(2)}[v2.operation_id]
+    assert (again.dlq_id, again.attempts, again.status) == (
+        follower.dlq_id,
+        2,
+        DlqStatus.PENDING_REVIEW,
+    )
+    assert (again.original_partition, again.original_offset) == (0, 1)
