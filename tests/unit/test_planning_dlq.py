@@ -59,3 +59,11 @@ def test_a_replay_that_fails_again_extends_its_entry_where_it_came_from() -> Non
         b"request bytes",
         "submission_id",
     )
+
+
+def test_a_replay_header_that_is_no_dlq_id_names_no_entry() -> None:
+    # A NUL would make the entry lookup itself fail in PostgreSQL; anything else is no entry.
+    for value in ("dlq-\x00", "dlq-1", "DLQ-0123456789ABCDEF01234567", "x" * 600):
+        assert failure(7, attempts=1, at=T0, replay_of=value).replay_of is None
+    named = dlq_id_of_position("requests", 0, 3)
+    assert failure(7, attempts=1, at=T0, replay_of=named).replay_of == named

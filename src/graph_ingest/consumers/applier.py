@@ -37,7 +37,7 @@ from graph_ingest.consumers.admission import (
     unless_orphaned,
 )
 from graph_ingest.consumers.messages import PlanMessage
-from graph_ingest.consumers.routing import Failure, FailureRouter, Ladder
+from graph_ingest.consumers.routing import Failure, FailureRouter, Follower, Ladder
 from graph_ingest.dlq.entries import dlq_message, with_status
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import ErrorInfo, Operation
@@ -366,7 +366,8 @@ class PlanApplier:
         for work in parked:
             leader = blocking.get(work.document)
             if leader is not None and work.message.value is not None:
-                self._router.follow(uow, leader, [(work.operation, work.message.value)], now)
+                follower = Follower(work.operation, work.message.value, work.message)
+                self._router.follow(uow, leader, [follower], now)
                 outcomes[work.message.position] = Outcome.DEAD_LETTERED
 
     def _write_graph(self, admitted: list[_Work]) -> None:

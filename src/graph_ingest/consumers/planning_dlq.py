@@ -131,16 +131,7 @@ def planning_dlq_entry(
             tier=None,
             at=failure.at,
         )
-        extended = previous.with_attempt(record)
-        envelope = extended.model_copy(
-            update={
-                "folded_attempts": extended.folded_attempts + retried,
-                "dead_lettered_at": failure.at,
-                "status": DlqStatus.PENDING_REVIEW,
-                "note": None,
-            }
-        )
-        entry = entry_of(earlier.dlq_id, envelope)
+        entry = entry_of(earlier.dlq_id, previous.failed_again(record, uncounted=retried))
     log.error(
         "%s not planned after %d attempt(s): %s %s; planning DLQ entry %s%s",
         message.context(),

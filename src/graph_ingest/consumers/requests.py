@@ -8,6 +8,7 @@ from confluent_kafka import Message
 
 from graph_ingest.consumers.consumer import RetryRead
 from graph_ingest.consumers.messages import MessageHeaders
+from graph_ingest.dlq.entries import replayed_from
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
@@ -43,8 +44,8 @@ class RequestMessage:
     @property
     def replay_of(self) -> str | None:
         """The DLQ entry this request was replayed from (``dlq_replay`` header); None for a
-        first-hand request, or a header that names no entry PostgreSQL could hold."""
-        return self._stored_id(kafka_headers.DLQ_REPLAY)
+        first-hand request, or a header that is no DLQ id."""
+        return replayed_from(self.headers)
 
     def _stored_id(self, name: str) -> str | None:
         try:

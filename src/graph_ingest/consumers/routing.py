@@ -7,9 +7,15 @@ envelope to the outbox and the DLQ index row. The Kafka offset is committed only
 transaction: a message redelivered after a crash finds its attempt recorded and is not routed
 twice, so routing is exactly once without Kafka transactions.
 
-Where a failure goes is the retry policy's decision (``resilience.policy.route``); plans of the
-same document parked behind a dead-lettered one follow it to the DLQ, and are released again when
-it is replayed and completes (DESIGN.md §5, issue 6 item 4).
+Where a failure goes is the retry policy's decision (``resilience.policy.route``), from the
+delivery that failed and where the plan stands on the ladder (``consumers.ladder``: a resumed or
+released plan starts neither its INTERNAL bound nor its ladder over). Plans of the same document
+parked behind a dead-lettered one follow it to the DLQ, and are released again when it is
+replayed and completes (DESIGN.md §5, issue 6 item 4). A replayed message that fails again
+returns to the entry it was replayed from, whether or not an operation owns it.
+
+Nothing a message carries can make routing fail: header names and values, keys and error
+messages are made storable before they reach PostgreSQL; the DLQ envelope keeps the bytes.
 """
 
 from __future__ import annotations
@@ -18,69 +24,53 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from graph_ingest import __version__
+from graph_ingest.consumers.ladder import (
+    Ladder,
+    earlier_deliveries,
+    first_failed,
+    journey_start,
+    known_origin,
+)
 from graph_ingest.consumers.messages import MessageHeaders, PlanMessage
-from graph_ingest.dlq.entries import dlq_id_of_operation, dlq_id_of_position, dlq_message, entry_of
+from graph_ingest.dlq.entries import (
+    dlq_id_of_operation,
+    dlq_id_of_position,
+    dlq_message,
+    entry_of,
+    replayed_from,
+)
 from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, MessageHeader, append_attempt
 from graph_ingest.domain.error_detail import ErrorContext, ErrorDetail, RetryAdvice
+from graph_ingest.domain.limits import storable_text
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import new_trace_id
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import RetryHeaders, trace_id_from_headers, with_retry_headers
 from graph_ingest.resilience.policy import (
-    MAIN,
-    REPLAY,
     TO_DLQ,
-    Location,
     RouteKind,
     retry_advice,
     route,
-    tier,
 )
-from graph_ingest.settings import Settings
-from graph_ingest.store.base import FailureAttempt, OutboxMessage, UnitOfWork
+from graph_ingest.schemas.codec import decode_dlq_envelope
+from graph_ingest.store.base import DlqEntry, FailureAttempt, OutboxMessage, UnitOfWork
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 
 
-@dataclass(frozen=True, slots=True)
-class Ladder:
-    """The main topic, the retry tiers (topic, delay) in order, and the DLQ after them."""
+class Follower(NamedTuple):
+    """A PARKED operation to dead-letter behind its leader, with its frozen plan bytes, and the
+    message that delivered it when it follows on arrival (None for one parked before)."""
 
-    plans_topic: str
-    tiers: tuple[tuple[str, float], ...]
-    dlq_topic: str
-    max_internal_attempts: int
-    max_message_bytes: int
-    """What a plan message may weigh (``topics.max_message_bytes``); a re-published plan past it
-    goes as a claim-check reference."""
-
-    @classmethod
-    def of(cls, settings: Settings) -> Ladder:
-        return cls(
-            plans_topic=settings.topics.plans,
-            tiers=tuple(settings.topics.retry_tiers),
-            dlq_topic=settings.topics.dlq,
-            max_internal_attempts=settings.applier.max_internal_attempts,
-            max_message_bytes=settings.topics.max_message_bytes,
-        )
-
-    @property
-    def tier_topics(self) -> list[str]:
-        return [topic for topic, _ in self.tiers]
-
-    def location(self, message: PlanMessage) -> Location:
-        for index, (topic, _) in enumerate(self.tiers):
-            if message.topic == topic:
-                return tier(index)
-        if kafka_headers.header_value(message.headers, kafka_headers.DLQ_REPLAY) is not None:
-            return REPLAY
-        return MAIN
+    operation: Operation
+    plan_bytes: bytes
+    delivered: PlanMessage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +91,10 @@ class FailureRouter:
     def route(self, uow: UnitOfWork, failure: Failure) -> RouteKind:
         """Route one failure inside ``uow``; return where it went (TIER or DLQ)."""
         message, owned = failure.message, failure.operation
-        location = self._ladder.location(message)
-        delivery = message.retry.attempt if message.retry else 1
+        history = uow.failure_history(owned.operation_id) if owned else []
+        failed = earlier_deliveries(history, message)
+        delivery, location = self._ladder.progress(message, failed)
+        replayed = None if owned else self._replayed_entry(uow, message)
         decision = route(
             failure.info.code,
             delivery,
@@ -114,7 +106,6 @@ class FailureRouter:
             raise ValueError(
                 f"{message.context()}: {failure.info.code} is waited out in place, never routed"
             )
-        history = uow.failure_history(owned.operation_id) if owned else []
         now = self._clock()
         trace_id = (
             trace_id_from_headers(message.headers)
@@ -124,7 +115,7 @@ class FailureRouter:
         attempt = FailureAttempt(
             source=message.position,
             operation_id=owned.operation_id if owned else None,
-            attempt=history[-1].attempt + 1 if history else delivery,
+            attempt=_next_attempt(history, replayed, delivery),
             tier=location.tier_index,
             routed_to=decision.kind.value,
             at=now,
@@ -141,28 +132,53 @@ class FailureRouter:
             return decision.kind
         if decision.kind is RouteKind.TIER:
             assert decision.tier_index is not None  # a TIER route names its tier
-            self._to_tier(uow, failure, decision.tier_index, attempt)
+            self._to_tier(uow, failure, decision.tier_index, attempt, delivery, failed)
         else:
-            self._to_dlq(uow, failure, [*history, attempt])
+            self._to_dlq(uow, failure, [*history, attempt], replayed)
         return decision.kind
+
+    def _replayed_entry(self, uow: UnitOfWork, message: PlanMessage) -> DlqEntry | None:
+        """The entry a message that owns no operation was replayed from, when it holds this very
+        message (an undecodable one, or a plan no operation took): a replay that fails again
+        returns to it. An operation's own entry is its operation's, never a stranger's."""
+        dlq_id = replayed_from(message.headers)
+        if dlq_id is None:
+            return None
+        earlier = uow.dlq_entries([dlq_id]).get(dlq_id)
+        if earlier is None or earlier.original_topic not in self._ladder.topics:
+            return None  # unknown, or a planning entry (a request, not a plan)
+        plan = message.plan
+        held = (plan.operation_id, plan.fingerprint) if plan else (None, None)
+        return earlier if (earlier.operation_id, earlier.fingerprint) == held else None
 
     # -- tiers -----------------------------------------------------------------------------
 
     def _to_tier(
-        self, uow: UnitOfWork, failure: Failure, tier_index: int, attempt: FailureAttempt
+        self,
+        uow: UnitOfWork,
+        failure: Failure,
+        tier_index: int,
+        attempt: FailureAttempt,
+        delivery: int,
+        earlier: Sequence[FailureAttempt],
     ) -> None:
         message, owned = failure.message, failure.operation
         topic, delay_s = self._ladder.tiers[tier_index]
         due_at = attempt.at + timedelta(seconds=delay_s)
         first = message.retry
         detail = attempt.detail
+        original_topic, original_partition, original_offset = first_failed(
+            earlier
+        ) or journey_start(message)
         retry = RetryHeaders(
-            attempt=(first.attempt if first else 1) + 1,
+            attempt=delivery + 1,
             due_at=due_at,
-            original_topic=first.original_topic if first else message.topic,
-            original_partition=first.original_partition if first else message.partition,
-            original_offset=first.original_offset if first else message.offset,
-            first_failure_at=first.first_failure_at if first else attempt.at,
+            original_topic=original_topic,
+            original_partition=original_partition,
+            original_offset=original_offset,
+            first_failure_at=(
+                earlier[0].at if earlier else first.first_failure_at if first else attempt.at
+            ),
             error_code=detail.code,
             error_class=detail.error_class,
             error_message=detail.message,
@@ -195,41 +211,49 @@ class FailureRouter:
 
     # -- the DLQ ---------------------------------------------------------------------------
 
-    def _to_dlq(self, uow: UnitOfWork, failure: Failure, history: Sequence[FailureAttempt]) -> None:
+    def _to_dlq(
+        self,
+        uow: UnitOfWork,
+        failure: Failure,
+        history: Sequence[FailureAttempt],
+        replayed: DlqEntry | None,
+    ) -> None:
+        """Dead-letter the message: an operation's failures into its one entry, rebuilt from its
+        recorded history; a message that owns none into the entry it was replayed from, extended
+        with this attempt (issue 16 item 6), else a new entry named by its position."""
         message, owned = failure.message, failure.operation
-        dlq_id = (
-            dlq_id_of_operation(owned.operation_id)
-            if owned
-            else dlq_id_of_position(*message.position)
-        )
-        earlier = uow.dlq_entries([dlq_id]).get(dlq_id)
-        retry = message.retry
-        if earlier is not None:  # a replay failed again: same entry, where it first came from
-            origin = (earlier.original_topic, earlier.original_partition, earlier.original_offset)
-        elif retry is not None:
-            origin = (retry.original_topic, retry.original_partition, retry.original_offset)
+        last = history[-1]
+        if replayed is not None:
+            dlq_id = replayed.dlq_id
+            envelope = decode_dlq_envelope(replayed.envelope).failed_again(_attempt_record(last))
         else:
-            origin = message.position
-        plan = message.plan
-        envelope = _envelope(
-            origin,
-            message.key,
-            message.wire_value,
-            message.headers,
-            history,
-            operation_id=plan.operation_id if plan else None,
-            fingerprint=plan.fingerprint if plan else None,
-            at=history[-1].at,
-        )
+            dlq_id = (
+                dlq_id_of_operation(owned.operation_id)
+                if owned
+                else dlq_id_of_position(*message.position)
+            )
+            earlier = uow.dlq_entries([dlq_id]).get(dlq_id)
+            plan = message.plan
+            envelope = _envelope(
+                known_origin(earlier)
+                or first_failed(earlier_deliveries(history, message))
+                or journey_start(message),
+                message.key,
+                message.wire_value,
+                message.headers,
+                history,
+                operation_id=plan.operation_id if plan else None,
+                fingerprint=plan.fingerprint if plan else None,
+                at=last.at,
+            )
         self._dead_letter(uow, dlq_id, envelope)
-        last = history[-1].detail
         log.error(
             "%s dead-lettered as %s after %d attempt(s): %s %s",
             message.context(),
             dlq_id,
             envelope.total_attempts,
-            last.code,
-            last.message,
+            last.detail.code,
+            last.detail.message,
         )
         if owned is None:
             return
@@ -242,7 +266,7 @@ class FailureRouter:
         """Plans of the document parked behind ``leader`` follow it: they cannot apply before it
         does, and an operator reviewing the DLQ must see them (issue 6 item 4)."""
         followers = [
-            (op, plan_bytes)
+            Follower(op, plan_bytes)
             for op, plan_bytes in uow.parked_on_document(leader.space, leader.document_id)
             if op.expected_revision > leader.expected_revision
         ]
@@ -252,13 +276,16 @@ class FailureRouter:
         self,
         uow: UnitOfWork,
         leader: Operation,
-        followers: Sequence[tuple[Operation, bytes]],
+        followers: Sequence[Follower],
         at: datetime,
     ) -> None:
-        """Dead-letter ``followers`` (PARKED operations with their plan bytes, locked by the
-        caller) behind ``leader``, which is in the DLQ; they are released when it completes."""
+        """Dead-letter ``followers`` (PARKED operations, locked by the caller) behind ``leader``,
+        which is in the DLQ; they are released when it completes."""
         saved = []
-        for op, plan_bytes in followers:
+        earlier = uow.dlq_entries(
+            [dlq_id_of_operation(f.operation.operation_id) for f in followers]
+        )
+        for op, plan_bytes, delivered in followers:
             info = ErrorInfo(
                 code=StatusCode.FAILED_PRECONDITION,
                 error_class="ParkedBehind",
@@ -278,11 +305,18 @@ class FailureRouter:
             )
             uow.record_failure(attempt)
             dlq_id = dlq_id_of_operation(op.operation_id)
+            failed = earlier_deliveries(history, delivered)
             envelope = _envelope(
-                (self._ladder.plans_topic, None, None),
-                f"{op.space}/{op.document_id}".encode(),
+                known_origin(earlier.get(dlq_id))
+                or first_failed(failed)
+                or (
+                    journey_start(delivered)
+                    if delivered
+                    else (self._ladder.plans_topic, None, None)
+                ),
+                delivered.key if delivered else f"{op.space}/{op.document_id}".encode(),
                 plan_bytes,
-                (),
+                delivered.headers if delivered else (),
                 [*history, attempt],
                 operation_id=op.operation_id,
                 fingerprint=op.fingerprint,
@@ -329,6 +363,22 @@ class FailureRouter:
         )
 
 
+def _next_attempt(
+    history: Sequence[FailureAttempt], replayed: DlqEntry | None, delivery: int
+) -> int:
+    """The number of the attempt failing now: one past the operation's recorded history, or past
+    the history of the entry the message was replayed from, else the delivery's number."""
+    if history:
+        return history[-1].attempt + 1
+    if replayed is not None:
+        return decode_dlq_envelope(replayed.envelope).attempts[-1].attempt + 1
+    return delivery
+
+
+def _attempt_record(failed: FailureAttempt) -> AttemptRecord:
+    return AttemptRecord.of(failed.detail, attempt=failed.attempt, tier=failed.tier, at=failed.at)
+
+
 def _record_failure(
     operation: Operation,
     stage: Stage,
@@ -360,10 +410,7 @@ def _envelope(
     attempts: tuple[AttemptRecord, ...] = ()
     folded = 0
     for failed in history:
-        record = AttemptRecord.of(
-            failed.detail, attempt=failed.attempt, tier=failed.tier, at=failed.at
-        )
-        attempts, folded = append_attempt(attempts, folded, record)
+        attempts, folded = append_attempt(attempts, folded, _attempt_record(failed))
     topic, partition, offset = origin
     return DlqEnvelope(
         original_topic=topic,
@@ -382,17 +429,18 @@ def _envelope(
 
 
 def _text_headers(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
-    """Headers as the outbox stores them (UTF-8 text; the last of a repeated name wins). One that
-    is not text is left off the copy and logged: the DLQ envelope keeps the original bytes."""
+    """Headers as the outbox stores them (UTF-8 text, made storable: JSONB refuses a NUL, which
+    anyone publishing a plan may send; the last of a repeated name wins). One that is not text is
+    left off the copy and logged: the DLQ envelope keeps the original bytes."""
     text: dict[str, str] = {}
     for key, value in headers:
         if value is None:
             continue
         try:
-            text[key] = value.decode("utf-8")
+            text[storable_text(key)] = storable_text(value.decode("utf-8"))
         except UnicodeDecodeError:
-            log.warning("header %s is not UTF-8: left off the retry copy", key)
+            log.warning("header %s is not UTF-8: left off the retry copy", storable_text(key))
     return text
 
 
-__all__ = ["Failure", "FailureRouter", "Ladder"]
+__all__ = ["Failure", "FailureRouter", "Follower", "Ladder"]

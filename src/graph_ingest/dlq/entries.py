@@ -9,9 +9,11 @@ rebuilds it from the topic with the same function, so both yield the same rows.
 from __future__ import annotations
 
 import hashlib
+import re
 
 from graph_ingest.domain.dlq import DlqEnvelope, DlqStatus
 from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.kafka.headers import Headers
 from graph_ingest.schemas.codec import decode_dlq_envelope, encode_dlq_envelope
 from graph_ingest.store.base import DlqEntry, OutboxMessage
 
@@ -29,6 +31,18 @@ def dlq_id_of_position(topic: str, partition: int, offset: int) -> str:
 
 def _dlq_id(seed: str) -> str:
     return "dlq-" + hashlib.sha256(seed.encode("utf-8")).hexdigest()[:24]
+
+
+_DLQ_ID = re.compile(rb"dlq-[0-9a-f]{24}")
+
+
+def replayed_from(headers: Headers) -> str | None:
+    """The DLQ entry a message was replayed from (its ``dlq_replay`` header), or None. A value
+    that is no DLQ id (anyone may publish a plan) names no entry: it is never looked up."""
+    value = kafka_headers.header_value(headers, kafka_headers.DLQ_REPLAY)
+    if value is None or _DLQ_ID.fullmatch(value) is None:
+        return None
+    return value.decode("ascii")
 
 
 def entry_of(dlq_id: str, envelope: DlqEnvelope, encoded: bytes | None = None) -> DlqEntry:
@@ -96,5 +110,6 @@ __all__ = [
     "dlq_id_of_position",
     "dlq_message",
     "entry_of",
+    "replayed_from",
     "with_status",
 ]

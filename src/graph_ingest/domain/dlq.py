@@ -133,3 +133,17 @@ class DlqEnvelope(FrozenModel):
         return DlqEnvelope.model_validate(
             {**self.model_dump(), "attempts": attempts, "folded_attempts": folded}
         )
+
+    def failed_again(self, record: AttemptRecord, *, uncounted: int = 0) -> DlqEnvelope:
+        """The envelope of an entry whose replay failed again: ``record`` appended (after
+        ``uncounted`` attempts of that delivery only counted), PENDING_REVIEW again, dead-lettered
+        at ``record``'s time; where it first came from is kept."""
+        extended = self.with_attempt(record)
+        return extended.model_copy(
+            update={
+                "folded_attempts": extended.folded_attempts + uncounted,
+                "dead_lettered_at": record.at,
+                "status": DlqStatus.PENDING_REVIEW,
+                "note": None,
+            }
+        )

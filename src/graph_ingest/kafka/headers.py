@@ -145,6 +145,8 @@ _RETRY_FIELDS = {
 RETRY_HEADERS = tuple(_RETRY_FIELDS)
 
 UtcDatetime = Annotated[AwareDatetime, AfterValidator(lambda at: at.astimezone(UTC))]
+# What Kafka accepts as a topic name: a header claiming another is not one of our copies.
+TopicName = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
 
 
 class RetryHeaders(FrozenModel):
@@ -155,8 +157,8 @@ class RetryHeaders(FrozenModel):
 
     attempt: int = Field(ge=2)
     due_at: UtcDatetime
-    original_topic: str = Field(min_length=1)
-    original_partition: int = Field(ge=0)
+    original_topic: TopicName
+    original_partition: int = Field(ge=0, le=2**31 - 1)
     original_offset: Offset
     first_failure_at: UtcDatetime
     error_code: StatusCode
