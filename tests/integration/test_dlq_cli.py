@@ -26,12 +26,13 @@ from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.store.base import DlqEntry
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
-from tests.samples import Entity, Relation, sample_plan
+from tests.samples import Entity, Relation, sample_plan, work_headers_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -508,3 +509,48 @@ def test_reindex_rebuilds_the_index_from_the_dlq_topic(pipeline: Pipeline) -> No
     assert late["from_outbox"] == 1
     assert pipeline.store.get_dlq_entry(pending) == changed
     assert late["by_status"] == {"PENDING_REVIEW": 2, "REPLAYED": 1, "RESOLVED": 2}
+
+
+def test_a_replay_and_the_release_of_its_follower_carry_their_traceparent_and_submission_id(
+    pipeline: Pipeline,
+) -> None:
+    # Given v1, published with a traceparent and a submission id, dead-lettered, and v2 (with
+    # its own) that followed it to the DLQ
+    pipeline.start_applier()
+    v1 = dangling(pipeline, 1, document_id="doc-traced")
+    walker = Entity("Person", "Walker 1")
+    v2 = sample_plan(
+        SPACE, "doc-traced", "Walker 1.", [walker], [], previous=v1.next_state, graph=pipeline.graph
+    )
+    for plan in (v1, v2):
+        message = plan_message(plan, pipeline.settings.topics.plans, headers=work_headers_of(plan))
+        pipeline.publish_raw(message.key or b"", message.value, dict(message.headers))
+        pipeline.wait_stage(plan.operation_id, Stage.DEAD_LETTERED)
+    ghosts(pipeline, 1)
+
+    # When the entries are replayed
+    result = dlq(pipeline, "replay-all")
+
+    # Then v1's replay and v2's release each carry the headers their plan first came with
+    assert result.exit_code == 0, result.output
+    completed(pipeline, v1, v2)
+    resent = wait_until(
+        lambda: resent_work_headers(pipeline, count=2),
+        timeout_s=30,
+        what="the replay and the release on the plans topic",
+    )
+    assert resent == {plan.operation_id: work_headers_of(plan) for plan in (v1, v2)}
+
+
+def resent_work_headers(p: Pipeline, *, count: int) -> dict[str, dict[str, str]] | None:
+    """The work headers of each plan message replayed or released, by operation id, once there
+    are ``count`` of them."""
+    found = {
+        headers[kafka_headers.OPERATION_ID].decode(): {
+            name: headers.get(name, b"").decode()
+            for name in (kafka_headers.TRACEPARENT, kafka_headers.SUBMISSION_ID)
+        }
+        for _key, _value, headers in read_to_end(p.settings, p.settings.topics.plans)
+        if kafka_headers.DLQ_REPLAY in headers or kafka_headers.RELEASED in headers
+    }
+    return found if len(found) == count else None

@@ -39,6 +39,7 @@ from graph_ingest.store.base import (
     NewOperation,
     OutboxMessage,
     RegistryConflict,
+    StoredPlan,
     StoreError,
 )
 from graph_ingest.store.migrate import available_migrations, migrate
@@ -494,11 +495,18 @@ def test_parked_behind_returns_parked_operations_with_their_plans(
     p2 = new_op("p2", doc="d", expected=1)
     p3 = new_op("p3", doc="d", expected=2)
     with store.unit_of_work() as uow:
-        uow.insert_operations([NewOperation(op, op.operation_id.encode()) for op in (p1, p2, p3)])
+        uow.insert_operations(
+            [
+                NewOperation(op, op.operation_id.encode(), {"submission_id": op.operation_id})
+                for op in (p1, p2, p3)
+            ]
+        )
         parked1 = p1.transition(Stage.PARKED, T0)
         uow.save_operations([parked1, p3.transition(Stage.PARKED, T0)])
     with store.unit_of_work() as uow:
-        assert uow.parked_behind([(SPACE, "d", 1), (SPACE, "d", 1)]) == [(parked1, b"op-p1")]
+        assert uow.parked_behind([(SPACE, "d", 1), (SPACE, "d", 1)]) == [
+            StoredPlan(parked1, b"op-p1", {"submission_id": "op-p1"})
+        ]
         assert uow.parked_behind([(SPACE, "d", 5), (SPACE, "x", 1)]) == []
         assert uow.parked_behind([]) == []
 

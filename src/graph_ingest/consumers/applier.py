@@ -273,6 +273,7 @@ class PlanApplier:
                         at=now,
                     ),
                     m.value or b"",
+                    kafka_headers.work_headers(m.headers),
                 )
                 for m, p in plans
             ]
@@ -421,7 +422,11 @@ class PlanApplier:
         if not waiting:
             return
         followers = uow.dlq_entries(
-            [op.dlq_id for op, _ in waiting if op.stage is Stage.DEAD_LETTERED and op.dlq_id]
+            [
+                w.operation.dlq_id
+                for w in waiting
+                if w.operation.stage is Stage.DEAD_LETTERED and w.operation.dlq_id
+            ]
         )
         released = [
             with_status(entry, DlqStatus.REPLAYED, f"released: {entry.parked_behind} completed")
@@ -429,13 +434,13 @@ class PlanApplier:
         ]
         resent = [
             sized_plan_message(
-                decode_plan(plan_bytes),
+                decode_plan(w.plan_bytes),
                 self._plans_topic,
-                value=plan_bytes,
+                value=w.plan_bytes,
                 max_bytes=self._max_message_bytes,
-                headers={kafka_headers.RELEASED: "parked"},
+                headers={**w.work_headers, kafka_headers.RELEASED: "parked"},
             )
-            for _, plan_bytes in waiting
+            for w in waiting
         ]
         uow.put_dlq_entries(released)
         uow.put_plan_claims([claim for _, claim in resent if claim is not None])

@@ -36,6 +36,7 @@ from graph_ingest.dlq.status import set_status
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import ErrorInfo
 from graph_ingest.errors import GraphIngestError
+from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import BatchProducer
 from graph_ingest.producers.recovery import is_service_failure
 from graph_ingest.resilience.classify import error_info
@@ -161,6 +162,10 @@ class DlqReplayer:
             source=source,
             trace_id=envelope.attempts[-1].trace_id,
             waits_for=waits_for(plan, committed),
+            work_headers={
+                **kafka_headers.work_headers([(h.key, h.value) for h in envelope.original_headers]),
+                **(self._store.get_work_headers(operation.operation_id) if operation else {}),
+            },
         )
 
     def _check_leader(self, entry: DlqEntry) -> None:

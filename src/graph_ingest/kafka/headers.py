@@ -61,6 +61,12 @@ ERROR_CLASS = "error_class"
 ERROR_MESSAGE = "error_message"
 TRACE_ID = "trace_id"
 
+# The headers that say whose work a plan is (the trace it belongs to, the submission it came
+# from): kept with the operation at its first admission and carried on every re-send of its plan
+# (resume, recover, release, DLQ replay), so that neither the trace nor the submission loses it.
+WORK_HEADERS = (TRACEPARENT, SUBMISSION_ID)
+_MAX_WORK_HEADER_LENGTH = 512
+
 
 def headers_of(message: Message) -> tuple[tuple[str, bytes | None], ...]:
     """A consumed confluent-kafka message's headers as (name, bytes) pairs, in order, repeats
@@ -91,6 +97,21 @@ def header_text(headers: Headers, name: str) -> str | None:
         return value.decode("utf-8")
     except UnicodeDecodeError:
         raise MalformedHeader(f"header {name} is not UTF-8: {value[:40]!r}") from None
+
+
+def work_headers(headers: Headers) -> dict[str, str]:
+    """The ``WORK_HEADERS`` a message carries, as text; a value that is not UTF-8, holds a NUL or
+    is longer than 512 characters identifies nothing a re-send could carry, and is left out."""
+    found: dict[str, str] = {}
+    for name in WORK_HEADERS:
+        value = header_value(headers, name)
+        try:
+            text = value.decode("utf-8") if value is not None else ""
+        except UnicodeDecodeError:
+            continue
+        if text and "\x00" not in text and len(text) <= _MAX_WORK_HEADER_LENGTH:
+            found[name] = text
+    return found
 
 
 def trace_id_from_headers(headers: Headers) -> str | None:
@@ -203,6 +224,7 @@ __all__ = [
     "SUBMISSION_ID",
     "TRACEPARENT",
     "TRACE_ID",
+    "WORK_HEADERS",
     "Headers",
     "RetryHeaders",
     "header_text",
@@ -210,4 +232,5 @@ __all__ = [
     "headers_of",
     "trace_id_from_headers",
     "with_retry_headers",
+    "work_headers",
 ]

@@ -2,8 +2,9 @@
 not finish, so that the applier's admission takes it up again from its stage.
 
 Nothing is re-planned and nothing is re-encoded: the message carries the very bytes the applier
-stored when it first admitted the plan, under the plan's key and headers (``plan_message``), plus
-``resumed: resume|recover``. Admission does the rest: FAILED, PARKED and DEAD_LETTERED go back to
+stored when it first admitted the plan, under the plan's key and headers (``plan_message``), with
+the work headers admission kept (``traceparent``, ``submission_id``) and ``resumed:
+resume|recover``. Admission does the rest: FAILED, PARKED and DEAD_LETTERED go back to
 PREPARED, GRAPH_APPLIED goes on at the state commit, an operation that has meanwhile COMPLETED is a
 duplicate. Re-publishing is therefore always safe; the leases only keep it from happening twice.
 
@@ -106,7 +107,7 @@ def resume_message(
             topic,
             value=claim.plan_bytes,
             max_bytes=max_bytes,
-            headers={kafka_headers.RESUMED: via},
+            headers={**claim.work_headers, kafka_headers.RESUMED: via},
         )
     except GraphIngestError as exc:  # the fingerprint no longer matches the content
         raise StoredPlanUnusable(str(exc)) from exc

@@ -6,9 +6,9 @@ The applier decides (domain logic); the store only reads and writes, inside one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
@@ -75,6 +75,18 @@ class CommittedElements:
 class NewOperation:
     operation: Operation
     plan_bytes: bytes
+    work_headers: Mapping[str, str] = field(default_factory=dict)
+    """The headers that say whose work it is (``kafka.headers.WORK_HEADERS``), as first admitted:
+    every re-send of the plan carries them."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPlan:
+    """An operation with its frozen plan and its work headers, as admission stored them."""
+
+    operation: Operation
+    plan_bytes: bytes
+    work_headers: Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +295,8 @@ class RecoveryClaim:
     lease_until: datetime
     claims: int
     """How often the operation has been claimed for recovery, this claim included."""
+    work_headers: Mapping[str, str] = field(default_factory=dict)
+    """The headers admission kept with the operation (``NewOperation.work_headers``)."""
 
 
 class UnitOfWork(Protocol):
@@ -333,8 +347,8 @@ class UnitOfWork(Protocol):
     def ensure_history(self, states: Sequence[DocumentState]) -> None:
         """Insert history rows that are missing (repair after a crash between commit steps)."""
 
-    def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[tuple[Operation, bytes]]:
-        """Operations waiting for (space, document_id, expected_revision), with their plan bytes:
+    def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[StoredPlan]:
+        """Operations waiting for (space, document_id, expected_revision), with their plan:
         PARKED, or DEAD_LETTERED behind an operation they followed to the DLQ (their entry still
         pending review)."""
 
@@ -407,6 +421,10 @@ class OperationStore(Protocol):
     def get_operation(self, operation_id: str) -> Operation | None: ...
 
     def get_plan_bytes(self, operation_id: str) -> bytes | None: ...
+
+    def get_work_headers(self, operation_id: str) -> dict[str, str]:
+        """The work headers admission stored with the operation; empty when it has none."""
+        ...
 
     def get_document_state(self, space: str, document_id: str) -> DocumentState | None: ...
 
@@ -543,6 +561,7 @@ __all__ = [
     "Replan",
     "ReplanOutcome",
     "StoreError",
+    "StoredPlan",
     "Submission",
     "UnitOfWork",
 ]

@@ -126,6 +126,11 @@ class PostgresOperationStore:
         return None if row is None else bytes(row["plan_bytes"])
 
     @translated
+    def get_work_headers(self, operation_id: str) -> dict[str, str]:
+        row = self._fetch_one(sql.GET_WORK_HEADERS, (operation_id,))
+        return {} if row is None else dict(row["work_headers"])
+
+    @translated
     def get_document_state(self, space: str, document_id: str) -> DocumentState | None:
         row = self._fetch_one(sql.GET_DOCUMENT_STATE, (space, document_id))
         return None if row is None else rows.state_from_row(row)

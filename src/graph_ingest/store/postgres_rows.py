@@ -21,6 +21,7 @@ from graph_ingest.store.base import (
     DlqEntry,
     DlqQuery,
     FailureAttempt,
+    NewOperation,
     OutboxMessage,
     PlanClaim,
     RecoveryClaim,
@@ -114,19 +115,20 @@ def event_headers(op: Operation) -> str:
 
 
 def new_operation_columns(
-    rows: Sequence[tuple[Operation, bytes, bytes]],
+    rows: Sequence[tuple[NewOperation, bytes]],
 ) -> Columns:
-    """(operation, plan bytes, encoded PREPARED event) -> INSERT_OPERATIONS parameters."""
+    """(new operation, encoded PREPARED event) -> INSERT_OPERATIONS parameters."""
     values = [
         {
-            **snapshot_values(op),
-            **{name: getattr(op, name) for name in _IDENTITY_FIELDS},
-            "plan_bytes": plan,
-            "message_key": op.operation_id.encode(),
+            **snapshot_values(new.operation),
+            **{name: getattr(new.operation, name) for name in _IDENTITY_FIELDS},
+            "plan_bytes": new.plan_bytes,
+            "message_key": new.operation.operation_id.encode(),
             "message_value": event,
-            "headers": event_headers(op),
+            "headers": event_headers(new.operation),
+            "work_headers": _json(dict(new.work_headers)),
         }
-        for op, plan, event in rows
+        for new, event in rows
     ]
     names = (
         *_SNAPSHOT_FIELDS,
@@ -135,6 +137,7 @@ def new_operation_columns(
         "message_key",
         "message_value",
         "headers",
+        "work_headers",
     )
     return columns(values, names)
 
@@ -189,6 +192,7 @@ def recovery_claim_from_row(row: Row) -> RecoveryClaim:
     return RecoveryClaim(
         operation=operation_from_row(row),
         plan_bytes=bytes(row["plan_bytes"]),
+        work_headers=dict(row["work_headers"]),
         claimed_by=row["recovery_claimed_by"],
         lease_until=row["recovery_lease_until"],
         claims=row["recovery_claims"],

@@ -21,21 +21,23 @@ WITH incoming AS (
         %(last_error_code)b::text[], %(last_error_class)b::text[], %(last_error_message)b::text[],
         %(stage_times)b::text[], %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[],
         %(created_at)b::timestamptz[], %(updated_at)b::timestamptz[],
-        %(message_key)b::bytea[], %(message_value)b::bytea[], %(headers)b::text[]
+        %(message_key)b::bytea[], %(message_value)b::bytea[], %(headers)b::text[],
+        %(work_headers)b::text[]
     ) WITH ORDINALITY AS i(
         operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
         sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
-        next_retry_at, dlq_id, created_at, updated_at, message_key, message_value, headers, ord
+        next_retry_at, dlq_id, created_at, updated_at, message_key, message_value, headers,
+        work_headers, ord
     )
 ), inserted AS (
     INSERT INTO operations (
         operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
         sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
-        next_retry_at, dlq_id, created_at, updated_at
+        next_retry_at, dlq_id, created_at, updated_at, work_headers
     )
     SELECT operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
            sequence, attempts, last_error_code, last_error_class, last_error_message,
-           stage_times::jsonb, next_retry_at, dlq_id, created_at, updated_at
+           stage_times::jsonb, next_retry_at, dlq_id, created_at, updated_at, work_headers::jsonb
     FROM incoming
     ORDER BY operation_id  -- a stable order: concurrent inserters wait instead of deadlocking
     ON CONFLICT (operation_id) DO NOTHING
@@ -259,7 +261,7 @@ JOIN unnest(%(space)b::text[], %(entity_type)b::text[], %(normalized_name)b::tex
 PARKED_BEHIND = (
     "SELECT "
     + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
-    + """, o.plan_bytes
+    + """, o.plan_bytes, o.work_headers
 FROM operations AS o
 JOIN unnest(%(space)b::text[], %(document_id)b::text[], %(expected_revision)b::int[])
   WITH ORDINALITY AS k(space, document_id, expected_revision, ord)
@@ -409,6 +411,7 @@ ORDER BY o.space, o.document_id, o.created_at, o.operation_id
 GET_OPERATION = "SELECT" + OPERATION_COLUMNS + "\nFROM operations WHERE operation_id = %s"
 
 GET_PLAN_BYTES = "SELECT plan_bytes FROM operations WHERE operation_id = %s"
+GET_WORK_HEADERS = "SELECT work_headers FROM operations WHERE operation_id = %s"
 
 GET_DOCUMENT_STATE = """
 SELECT d.space, d.document_id, d.revision, d.operation_id, d.content_hash, d.document_version,
@@ -512,7 +515,8 @@ ORDER BY code, status
 _RECOVERY_RETURNING = (
     "RETURNING "
     + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
-    + ", o.plan_bytes, o.recovery_claimed_by, o.recovery_lease_until, o.recovery_claims"
+    + ", o.plan_bytes, o.work_headers, o.recovery_claimed_by, o.recovery_lease_until,"
+    + " o.recovery_claims"
 )
 
 # SKIP LOCKED: two recoverers claiming at once take disjoint rows, and neither waits for an

@@ -26,6 +26,7 @@ from graph_ingest.store.base import (
     OutboxMessage,
     PlanClaim,
     Replan,
+    StoredPlan,
     StoreError,
     Submission,
 )
@@ -80,7 +81,7 @@ class PostgresUnitOfWork:
         unique = [n for n in new if first[n.operation.operation_id] is n]
         if not unique:
             return
-        values = [(n.operation, n.plan_bytes, self._encode(n.operation)) for n in unique]
+        values = [(n, self._encode(n.operation)) for n in unique]
         self._execute(
             sql.INSERT_OPERATIONS, {**rows.new_operation_columns(values), "topic": self._topic}
         )
@@ -248,7 +249,7 @@ class PostgresUnitOfWork:
     # -- parked, outbox, failures, DLQ ------------------------------------------------------------
 
     @translated
-    def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[tuple[Operation, bytes]]:
+    def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[StoredPlan]:
         unique = list(dict.fromkeys(keys))
         if not unique:
             return []
@@ -261,7 +262,12 @@ class PostgresUnitOfWork:
                 "pending": DlqStatus.PENDING_REVIEW.value,
             },
         )
-        return [(rows.operation_from_row(row), bytes(row["plan_bytes"])) for row in found]
+        return [
+            StoredPlan(
+                rows.operation_from_row(row), bytes(row["plan_bytes"]), dict(row["work_headers"])
+            )
+            for row in found
+        ]
 
     @translated
     def enqueue(self, messages: Sequence[OutboxMessage]) -> None:
