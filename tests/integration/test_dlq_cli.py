@@ -15,17 +15,22 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from confluent_kafka import Producer
 
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.domain.trace import new_trace_id
 from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.kafka.headers import RetryHeaders
 from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.store.base import DlqEntry
@@ -554,3 +559,83 @@ def resent_work_headers(p: Pipeline, *, count: int) -> dict[str, dict[str, str]]
         if kafka_headers.DLQ_REPLAY in headers or kafka_headers.RELEASED in headers
     }
     return found if len(found) == count else None
+
+
+# -- leaving the DLQ goes through its entry (issue 16 item 8) -----------------------------------
+
+
+def test_resume_of_a_dead_lettered_operation_replays_its_entry_and_marks_it_replayed(
+    pipeline: Pipeline,
+) -> None:
+    # Given a dead-lettered plan whose missing node exists now
+    pipeline.start_applier()
+    plan = dangling(pipeline, 1)
+    entry = dead_lettered(pipeline, plan)[plan.operation_id]
+    ghosts(pipeline, 1)
+
+    # When the operation is resumed
+    result = CliRunner(env=pipeline.env()).invoke(cli, ["resume", plan.operation_id, "--json"])
+
+    # Then it went out as a replay of its entry: it completes and the entry says so
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["dlq_id"] == entry.dlq_id
+    pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
+    assert replays(pipeline) == {entry.dlq_id: 1}
+    assert statuses(pipeline) == {entry.dlq_id: "REPLAYED"}
+    envelope = decode_dlq_envelope(pipeline.store.get_dlq_entry(entry.dlq_id).envelope)  # type: ignore[union-attr]
+    assert envelope.note is not None and "by resume" in envelope.note
+    stats = as_json(dlq(pipeline, "stats", "--json"))
+    assert stats["oldest_pending_age_s"] is None
+
+
+def tier_copy(p: Pipeline, plan: IngestionPlan) -> None:
+    """Publish a copy of ``plan`` on the first retry tier, due now, as a stray copy would be."""
+    now = datetime.now(UTC)
+    retry = RetryHeaders(
+        attempt=2,
+        due_at=now,
+        original_topic=p.settings.topics.plans,
+        original_partition=0,
+        original_offset=0,
+        first_failure_at=now,
+        error_code=StatusCode.DEADLINE_EXCEEDED,
+        error_class="GraphError",
+        error_message="a copy that went astray",
+        trace_id=new_trace_id(),
+    )
+    message = plan_message(plan, p.settings.topics.plans)
+    producer = Producer(p.settings.kafka.producer_config())
+    producer.produce(
+        p.settings.topics.retry_tiers[0][0],
+        key=message.key,
+        value=message.value,
+        headers=[*((k, v.encode()) for k, v in message.headers.items()), *retry.to_headers()],
+    )
+    assert producer.flush(30) == 0
+
+
+def test_a_stray_tier_copy_of_a_dead_lettered_plan_is_dropped(pipeline: Pipeline) -> None:
+    # Given a dead-lettered v1 whose missing node exists now
+    pipeline.start_applier()
+    v1 = dangling(pipeline, 1, document_id="doc-stray")
+    entry = dead_lettered(pipeline, v1)[v1.operation_id]
+    ghosts(pipeline, 1)
+
+    # When a stray tier copy of it arrives, then (behind it, same partition) a tier copy of v2
+    walker = Entity("Person", "Walker 1")
+    v2 = sample_plan(
+        SPACE, "doc-stray", "Walker 1.", [walker], [], previous=v1.next_state, graph=pipeline.graph
+    )
+    tier_copy(pipeline, v1)
+    tier_copy(pipeline, v2)
+
+    # Then the copy did not take v1 out of the DLQ: v2 finds it there and follows it
+    def v2_settled() -> Stage | None:
+        found = pipeline.store.get_operation(v2.operation_id)
+        settled = found is not None and found.stage in (Stage.DEAD_LETTERED, Stage.COMPLETED)
+        return found.stage if found and settled else None
+
+    assert wait_until(v2_settled, timeout_s=60, what="v2 to settle") is Stage.DEAD_LETTERED
+    assert pipeline.store.get_operation(v1.operation_id).stage is Stage.DEAD_LETTERED  # type: ignore[union-attr]
+    assert statuses(pipeline)[entry.dlq_id] == "PENDING_REVIEW"
+    assert pipeline.store.get_document_state(SPACE, "doc-stray") is None

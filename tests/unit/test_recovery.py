@@ -72,13 +72,15 @@ def test_a_lease_must_outlast_the_publish_it_protects() -> None:
 # -- what may be resumed, and the message that resumes it -------------------------------------
 
 
-def test_completed_and_conflict_are_refused_with_a_reason() -> None:
+def test_completed_conflict_and_dead_lettered_are_refused_with_a_reason() -> None:
     plan = plan_for("doc-1")
     assert "nothing to resume" in (refusal(operation_of(plan, Stage.COMPLETED)) or "")
     stale = refusal(operation_of(plan, Stage.CONFLICT)) or ""
     assert "stale" in stale and "replan is needed" in stale
+    dead = refusal(operation_of(plan, Stage.DEAD_LETTERED)) or ""
+    assert "leaves the DLQ by a replay" in dead and "graph-ingest dlq replay" in dead
     for stage in Stage:
-        if stage not in (Stage.COMPLETED, Stage.CONFLICT):
+        if stage not in (Stage.COMPLETED, Stage.CONFLICT, Stage.DEAD_LETTERED):
             assert refusal(operation_of(plan, stage)) is None, stage
 
 

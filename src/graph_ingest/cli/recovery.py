@@ -15,6 +15,8 @@ from graph_ingest.cli.params import Duration, format_duration
 from graph_ingest.settings import Settings
 
 if TYPE_CHECKING:  # the commands import lazily: --help stays fast
+    from graph_ingest.domain.operation import Operation
+    from graph_ingest.kafka.producer import KafkaProducer
     from graph_ingest.producers.recovery import Recovered, Recoverer, RecoveryReport
     from graph_ingest.store.postgres import PostgresOperationStore
 
@@ -88,7 +90,9 @@ def exit_code(report: RecoveryReport) -> ExitCode:
 
 
 @contextmanager
-def _recoverer(settings: Settings) -> Iterator[tuple[Recoverer, PostgresOperationStore]]:
+def _recoverer(
+    settings: Settings,
+) -> Iterator[tuple[Recoverer, PostgresOperationStore, KafkaProducer]]:
     from graph_ingest.consumers.wiring import postgres_store
     from graph_ingest.kafka.producer import KafkaProducer
     from graph_ingest.producers.recovery import Recoverer
@@ -104,7 +108,7 @@ def _recoverer(settings: Settings) -> Iterator[tuple[Recoverer, PostgresOperatio
             settings.recovery,
             max_message_bytes=settings.topics.max_message_bytes,
         )
-        yield recoverer, store
+        yield recoverer, store, producer
     finally:
         producer.close()
         store.close()
@@ -117,21 +121,29 @@ def _recoverer(settings: Settings) -> Iterator[tuple[Recoverer, PostgresOperatio
 def resume(operation_id: str, as_json: bool) -> None:
     """Re-publish the stored frozen plan of operation OPERATION_ID to the plans topic.
 
-    The applier takes it up from where it stopped: FAILED, PARKED and DEAD_LETTERED start again
-    at PREPARED, GRAPH_APPLIED goes on at the state commit. The plan is not re-planned: the exact
-    bytes stored at first admission are sent again. Exit code 3 for an unknown operation; 5 for
-    a COMPLETED one (nothing to do) or a CONFLICT one (the plan is stale: replan).
+    The applier takes it up from where it stopped: FAILED and PARKED start again at PREPARED,
+    GRAPH_APPLIED goes on at the state commit. The plan is not re-planned: the exact bytes stored
+    at first admission are sent again, with the traceparent and submission_id it came with. A
+    DEAD_LETTERED operation leaves the DLQ the one way there is: its DLQ entry is replayed (as
+    `graph-ingest dlq replay` does) and marked REPLAYED. Exit code 3 for an unknown operation; 5
+    for a COMPLETED one (nothing to do), a CONFLICT one (the plan is stale: replan), or a
+    DEAD_LETTERED one whose entry refuses a replay (see `graph-ingest dlq replay --help`).
 
     \b
     Example:
       graph-ingest resume op_3f2a…
     """
+    from graph_ingest.domain.stages import Stage
+
     settings = load_settings()
-    with _recoverer(settings) as (recoverer, store):
+    with _recoverer(settings) as (recoverer, store, producer):
         operation = store.get_operation(operation_id)
         if operation is None:
             click.echo(f"operation {operation_id} not found", err=True)
             raise SystemExit(ExitCode.NOT_FOUND)
+        if operation.stage is Stage.DEAD_LETTERED and operation.dlq_id:
+            _replay_dead_lettered(settings, store, producer, operation, as_json=as_json)
+            return
         claim = recoverer.resume(operation)
     op = claim.operation
     if as_json:
@@ -153,6 +165,43 @@ def resume(operation_id: str, as_json: bool) -> None:
             f"resumed {op.operation_id} {op.stage.value} {op.space}/{op.document_id}: plan "
             f"re-published to {settings.topics.plans}"
         )
+
+
+def _replay_dead_lettered(
+    settings: Settings,
+    store: PostgresOperationStore,
+    producer: KafkaProducer,
+    operation: Operation,
+    *,
+    as_json: bool,
+) -> None:
+    """Resume a DEAD_LETTERED operation by replaying its DLQ entry, which records it there."""
+    from graph_ingest.dlq.replayer import DlqReplayer
+
+    assert operation.dlq_id is not None
+    item = DlqReplayer(store, producer, settings).replay(operation.dlq_id, by="resume")
+    op = operation
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "operation_id": op.operation_id,
+                    "space": op.space,
+                    "document_id": op.document_id,
+                    "stage": op.stage.value,
+                    "action": "replayed",
+                    "dlq_id": item.entry.dlq_id,
+                    "dlq_status": item.entry.status.value,
+                    "topic": settings.topics.plans,
+                }
+            )
+        )
+        return
+    click.echo(
+        f"resumed {op.operation_id} {op.stage.value} {op.space}/{op.document_id}: DLQ entry "
+        f"{item.entry.dlq_id} replayed to {settings.topics.plans}"
+        + (f"; {item.reason}" if item.reason else "")
+    )
 
 
 @click.command("recover")
@@ -178,10 +227,13 @@ def recover(older_than_s: float | None, limit: int | None, as_json: bool) -> Non
 
     Scans PREPARED, GRAPH_APPLIED, STATE_COMMITTED, FAILED and PARKED operations, skipping those
     with a retry scheduled in the future, and PARKED ones whose predecessor has not committed yet
-    (its commit releases them). DEAD_LETTERED ones wait for a DLQ replay or an explicit `resume`. Each one is claimed with a lease
+    (its commit releases them). DEAD_LETTERED ones wait for a DLQ replay. Each one is claimed with a lease
     (GRAPH_INGEST_RECOVERY__LEASE_S), so recoverers running at the same time never take the same
     operation, and its stored plan is re-published. One that fails is reported and the others go
-    on. Exit code 0 when all went well, 1 when some failed, 4 when a service is unavailable.
+    on. PARKED operations whose predecessor is gone (nothing on its way commits the revision
+    before theirs, e.g. its DLQ entry was purged) are reported as stranded: resuming them would
+    only park them again. Exit code 0 when all went well, 1 when some failed or are stranded, 4
+    when a service is unavailable.
 
     \b
     Examples:
@@ -190,7 +242,7 @@ def recover(older_than_s: float | None, limit: int | None, as_json: bool) -> Non
     """
     settings = load_settings()
     recovery = settings.recovery
-    with _recoverer(settings) as (recoverer, _store):
+    with _recoverer(settings) as (recoverer, _store, _producer):
         report = recoverer.recover(
             older_than_s=recovery.older_than_s if older_than_s is None else older_than_s,
             limit=recovery.limit if limit is None else limit,

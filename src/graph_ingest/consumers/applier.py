@@ -64,6 +64,7 @@ class Outcome(StrEnum):
     PARKED = "PARKED"
     RETRYING = "RETRYING"  # copied to the next retry tier
     DEAD_LETTERED = "DEAD_LETTERED"
+    DROPPED = "DROPPED"  # a stray copy of a dead-lettered plan (``stray_copy``)
 
 
 _OUTCOME_OF_ROUTE = {RouteKind.TIER: Outcome.RETRYING, RouteKind.DLQ: Outcome.DEAD_LETTERED}
@@ -121,6 +122,18 @@ def _utc_now() -> datetime:
 
 def _documents(works: Sequence[_Work]) -> list[tuple[str, str]]:
     return [w.document for w in works]
+
+
+_LEAVES_THE_DLQ = (kafka_headers.DLQ_REPLAY, kafka_headers.RELEASED)
+
+
+def stray_copy(operation: Operation, message: PlanMessage) -> bool:
+    """A copy of a DEAD_LETTERED operation's plan that is neither a DLQ replay nor the release of
+    a follower: a stray tier copy, a resend. A plan leaves the DLQ only by those two paths, which
+    update its entry; any other copy would take it out behind the operator's back."""
+    if operation.stage is not Stage.DEAD_LETTERED:
+        return False
+    return all(kafka_headers.header_value(message.headers, h) is None for h in _LEAVES_THE_DLQ)
 
 
 class PlanApplier:
@@ -290,6 +303,15 @@ class PlanApplier:
                 assert admission.reason is not None
                 kind = self._router.route(uow, Failure(message, admission.reason, None))
                 outcomes[message.position] = _OUTCOME_OF_ROUTE[kind]
+                continue
+            if stray_copy(work.operation, message):
+                log.warning(
+                    "%s: operation is DEAD_LETTERED (%s) and this copy is no DLQ replay or "
+                    "release: dropped (`graph-ingest dlq replay` takes it out of the DLQ)",
+                    message.context(),
+                    work.operation.dlq_id,
+                )
+                outcomes[message.position] = Outcome.DROPPED
                 continue
             if verdict is Verdict.CONFLICT and admission.reason is not None:
                 log.warning("%s conflict: %s", message.context(), admission.reason.message)
