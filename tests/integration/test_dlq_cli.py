@@ -69,6 +69,21 @@ def dangling(p: Pipeline, i: int, document_id: str | None = None) -> IngestionPl
     )
 
 
+def walker(
+    p: Pipeline, document_id: str, previous: IngestionPlan, text: str = "Walker 1."
+) -> IngestionPlan:
+    """The next version of ``previous``'s document: Walker 1 alone, planned on its state."""
+    return sample_plan(
+        SPACE,
+        document_id,
+        text,
+        [Entity("Person", "Walker 1")],
+        [],
+        previous=previous.next_state,
+        graph=p.graph,
+    )
+
+
 def ghosts(p: Pipeline, *numbers: int) -> IngestionPlan:
     """The plan that creates the missing nodes, published and COMPLETED."""
     plan = sample_plan(
@@ -299,10 +314,7 @@ def test_a_version_that_followed_its_predecessor_waits_for_it_and_completes_afte
     pipeline.start_applier()
     v1 = dangling(pipeline, 1, document_id="doc-chain")
     leader = dead_lettered(pipeline, v1)[v1.operation_id]
-    walker = Entity("Person", "Walker 1")
-    v2 = sample_plan(
-        SPACE, "doc-chain", "Walker 1.", [walker], [], previous=v1.next_state, graph=pipeline.graph
-    )
+    v2 = walker(pipeline, "doc-chain", v1)
     follower = dead_lettered(pipeline, v2)[v2.operation_id]
     assert follower.parked_behind == v1.operation_id
 
@@ -523,10 +535,7 @@ def test_a_replay_and_the_release_of_its_follower_carry_their_traceparent_and_su
     # its own) that followed it to the DLQ
     pipeline.start_applier()
     v1 = dangling(pipeline, 1, document_id="doc-traced")
-    walker = Entity("Person", "Walker 1")
-    v2 = sample_plan(
-        SPACE, "doc-traced", "Walker 1.", [walker], [], previous=v1.next_state, graph=pipeline.graph
-    )
+    v2 = walker(pipeline, "doc-traced", v1)
     for plan in (v1, v2):
         message = plan_message(plan, pipeline.settings.topics.plans, headers=work_headers_of(plan))
         pipeline.publish_raw(message.key or b"", message.value, dict(message.headers))
@@ -622,10 +631,7 @@ def test_a_stray_tier_copy_of_a_dead_lettered_plan_is_dropped(pipeline: Pipeline
     ghosts(pipeline, 1)
 
     # When a stray tier copy of it arrives, then (behind it, same partition) a tier copy of v2
-    walker = Entity("Person", "Walker 1")
-    v2 = sample_plan(
-        SPACE, "doc-stray", "Walker 1.", [walker], [], previous=v1.next_state, graph=pipeline.graph
-    )
+    v2 = walker(pipeline, "doc-stray", v1)
     tier_copy(pipeline, v1)
     tier_copy(pipeline, v2)
 
@@ -639,3 +645,76 @@ def test_a_stray_tier_copy_of_a_dead_lettered_plan_is_dropped(pipeline: Pipeline
     assert pipeline.store.get_operation(v1.operation_id).stage is Stage.DEAD_LETTERED  # type: ignore[union-attr]
     assert statuses(pipeline)[entry.dlq_id] == "PENDING_REVIEW"
     assert pipeline.store.get_document_state(SPACE, "doc-stray") is None
+
+
+# -- purging a leader never strands its followers (issue 16 item 5) -----------------------------
+
+
+def leader_and_follower(p: Pipeline, document_id: str) -> tuple[IngestionPlan, IngestionPlan]:
+    """A dead-lettered v1 and a v2 that followed it to the DLQ."""
+    v1 = dangling(p, 1, document_id=document_id)
+    dead_lettered(p, v1)
+    v2 = walker(p, document_id, v1)
+    dead_lettered(p, v2)
+    return v1, v2
+
+
+def test_purging_a_leader_is_refused_then_forced_its_followers_become_conflict(
+    pipeline: Pipeline,
+) -> None:
+    # Given v1 in the DLQ and v2 behind it
+    pipeline.start_applier()
+    v1, v2 = leader_and_follower(pipeline, "doc-lead")
+    leader = pipeline.store.get_operation(v1.operation_id).dlq_id  # type: ignore[union-attr]
+    follower = pipeline.store.get_operation(v2.operation_id).dlq_id  # type: ignore[union-attr]
+    assert leader and follower
+
+    # When v1's entry is purged without --force
+    refused = dlq(pipeline, "purge", leader, "--reason", "bad extraction")
+
+    # Then nothing changes: the purge names the version it would strand
+    assert refused.exit_code == ExitCode.INVALID_INPUT, refused.output
+    assert v2.operation_id in refused.stderr and "--force" in refused.stderr
+    assert statuses(pipeline) == {leader: "PENDING_REVIEW", follower: "PENDING_REVIEW"}
+
+    # When it is forced
+    forced = as_json(
+        dlq(pipeline, "purge", leader, "--reason", "bad extraction", "--force", "--json")
+    )
+
+    # Then both entries are resolved and v2 is a CONFLICT (to be replanned), not left waiting
+    assert [c["operation_id"] for c in forced["conflicted"]] == [v2.operation_id]
+    assert statuses(pipeline) == {leader: "RESOLVED", follower: "RESOLVED"}
+    conflicted = pipeline.store.get_operation(v2.operation_id)
+    assert conflicted is not None and conflicted.stage is Stage.CONFLICT
+    assert conflicted.last_error is not None
+    assert f"leader {v1.operation_id} purged" in conflicted.last_error.message
+
+    # When v3, planned on v2's planned state, arrives after the purge
+    v3 = walker(pipeline, "doc-lead", v2, "Walker 1 again.")
+    pipeline.publish(v3)
+
+    # Then it does not park behind the purged v1 for ever: it is a CONFLICT too
+    pipeline.wait_stage(v3.operation_id, Stage.CONFLICT)
+
+
+def test_recover_reports_a_parked_operation_whose_predecessor_is_gone(pipeline: Pipeline) -> None:
+    # Given v2 parked for revision 1 of a document that nothing will bring to revision 1
+    pipeline.start_applier()
+    v1 = dangling(pipeline, 1, document_id="doc-orphan")
+    v2 = walker(pipeline, "doc-orphan", v1)
+    pipeline.publish(v2)
+    pipeline.wait_stage(v2.operation_id, Stage.PARKED)
+
+    # When recover runs
+    runner = CliRunner(env=pipeline.env())
+    text = runner.invoke(cli, ["recover", "--older-than", "0s"])
+    shaped = runner.invoke(cli, ["recover", "--older-than", "0s", "--json"])
+
+    # Then it reports v2 as stranded, in text and JSON, and exits 1
+    assert text.exit_code == ExitCode.ERROR, text.output
+    assert f"stranded {v2.operation_id} PARKED" in text.stdout, text.output
+    assert shaped.exit_code == ExitCode.ERROR, shaped.output
+    report = json.loads(shaped.stdout)
+    assert [s["operation_id"] for s in report["stranded"]] == [v2.operation_id]
+    assert report["summary"]["stranded"] == 1

@@ -658,3 +658,31 @@ def test_a_batch_costs_the_same_few_statements_whatever_its_size(
     assert query(pg, "SELECT count(*) FROM document_history") == [(201,)]
     assert query(pg, "SELECT count(*) FROM fact_sources") == [(201,)]
     assert len(registry(pg)) == 201
+
+
+def test_a_purged_leader_strands_its_followers_unless_another_operation_is_on_its_way(
+    store: PostgresOperationStore,
+) -> None:
+    # Given v1 (expects 0) dead-lettered with its entry purged, and v2 (expects 1) parked
+    lead, follower = new_op("lead", doc="d"), new_op("next", doc="d", expected=1)
+    with store.unit_of_work() as uow:
+        uow.insert_operations([NewOperation(op, b"plan") for op in (lead, follower)])
+        dead = lead.transition(Stage.DEAD_LETTERED, T0).model_copy(update={"dlq_id": "dlq-a"})
+        uow.save_operations([dead, follower.transition(Stage.PARKED, T0)])
+        uow.put_dlq_entries([dlq_entry("dlq-a", DlqStatus.RESOLVED, "purged")])
+    with store.unit_of_work() as uow:
+        # Then revision 1 never commits: v1 is a purged leader, v2 is stranded
+        assert list(uow.purged_leaders_at([(SPACE, "d", 0)]).values()) == [dead]
+    stranded = store.stranded_parked(older_than_s=0, limit=10)
+    assert [op.operation_id for op in stranded] == ["op-next"]
+
+    # When another operation expecting revision 0 is on its way (a replan, FAILED in a tier)
+    again = new_op("again", doc="d")
+    with store.unit_of_work() as uow:
+        uow.insert_operations([NewOperation(again, b"plan")])
+        uow.save_operations([again.transition(Stage.FAILED, T0)])
+
+    # Then nothing is stranded
+    with store.unit_of_work() as uow:
+        assert uow.purged_leaders_at([(SPACE, "d", 0)]) == {}
+    assert store.stranded_parked(older_than_s=0, limit=10) == []

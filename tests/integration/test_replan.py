@@ -106,18 +106,25 @@ def status(pipeline: Pipeline, operation_id: str) -> str:
     return result.output
 
 
-def test_a_version_planned_on_a_stale_state_conflicts_and_is_replanned_on_the_committed_one(
-    pipeline: Pipeline,
-) -> None:
+def versions_planned_apart(pipeline: Pipeline) -> tuple[str, str]:
+    """Start a relay and a forgetful planner; submit two versions of "doc", which it plans both
+    on the committed state (none). Their submission ids."""
     pipeline.start_relay()
     pipeline.start_planner(ForgetfulPlanner(pipeline))
-    # Given two versions of a document both planned on the committed state (none): the second
-    # does not build on the first, as after a rebalance between planners
     first, second = submit(
         pipeline,
         request("doc", DOC_V1, document_version="1"),
         request("doc", DOC_V2, document_version="2"),
     )
+    return first, second
+
+
+def test_a_version_planned_on_a_stale_state_conflicts_and_is_replanned_on_the_committed_one(
+    pipeline: Pipeline,
+) -> None:
+    # Given two versions of a document both planned on the committed state (none): the second
+    # does not build on the first, as after a rebalance between planners
+    first, second = versions_planned_apart(pipeline)
     op1, op2 = planned_as(pipeline, first), planned_as(pipeline, second)
 
     # When they apply: the first wins, the second meets a CONFLICT
@@ -323,13 +330,7 @@ def test_submit_wait_follows_a_submission_through_its_replan_to_completed(
 ) -> None:
     # Given two versions planned on the committed state (none), as after a rebalance: the
     # second will meet a CONFLICT and be replanned
-    pipeline.start_relay()
-    pipeline.start_planner(ForgetfulPlanner(pipeline))
-    first, second = submit(
-        pipeline,
-        request("doc", DOC_V1, document_version="1"),
-        request("doc", DOC_V2, document_version="2"),
-    )
+    first, second = versions_planned_apart(pipeline)
     op2 = planned_as(pipeline, second)
     planned_as(pipeline, first)
 

@@ -145,6 +145,9 @@ class FakeStore:
     ) -> RecoveryClaim | None:
         return next((c for c in self.claims if c.operation.operation_id == operation_id), None)
 
+    def stranded_parked(self, *, older_than_s: float, limit: int) -> list[Operation]:
+        return []
+
     def release_recovery_claim(self, operation_id: str, claimer: str) -> bool:
         self.released.append(operation_id)
         return True
@@ -288,7 +291,14 @@ def test_the_report_prints_one_line_per_operation_and_a_summary() -> None:
         "(older than 5m, limit 100, lease 5m; by recover@h:1:ab)"
     )
     shaped = json.loads(json.dumps(report_json(report)))
-    assert shaped["summary"] == {"claimed": 2, "resumed": 1, "failed": 1, "skipped": 0}
+    assert shaped["summary"] == {
+        "claimed": 2,
+        "resumed": 1,
+        "failed": 1,
+        "skipped": 0,
+        "stranded": 0,
+    }
+    assert shaped["stranded"] == []
     assert shaped["operations"][0] == {
         "operation_id": ok.operation.operation_id,
         "space": "unit",

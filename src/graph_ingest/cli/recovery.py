@@ -46,11 +46,32 @@ def report_json(report: RecoveryReport) -> dict[str, Any]:
         "limit": report.limit,
         "lease_s": report.lease_s,
         "operations": [item_json(item) for item in report.items],
+        "stranded": [stranded_json(op) for op in report.stranded],
         "summary": {
             "claimed": len(report.items),
             **{action.value: report.count(action) for action in Action},
+            "stranded": len(report.stranded),
         },
     }
+
+
+def stranded_json(op: Operation) -> dict[str, Any]:
+    return {
+        "operation_id": op.operation_id,
+        "space": op.space,
+        "document_id": op.document_id,
+        "stage": op.stage.value,
+        "expected_revision": op.expected_revision,
+        "updated_at": op.updated_at.isoformat(),
+    }
+
+
+def stranded_line(op: Operation) -> str:
+    return (
+        f"stranded {op.operation_id} {op.stage.value:<15} {op.space}/{op.document_id}: waits for "
+        f"revision {op.expected_revision}, but its predecessor is gone (no operation on its way "
+        "commits the revision before it): submit the document again"
+    )
 
 
 def item_line(item: Recovered) -> str:
@@ -70,10 +91,14 @@ def summary_line(report: RecoveryReport) -> str:
         f"older than {format_duration(report.older_than_s)}, limit {report.limit}, "
         f"lease {format_duration(report.lease_s)}"
     )
+    stranded = f"; {len(report.stranded)} PARKED stranded" if report.stranded else ""
     if not report.items:
-        return f"recover: nothing to recover ({scope})"
+        return f"recover: nothing to recover{stranded} ({scope})"
     counts = ", ".join(f"{report.count(a)} {a.value}" for a in Action)
-    return f"recover: {len(report.items)} claimed: {counts} ({scope}; by {report.claimed_by})"
+    return (
+        f"recover: {len(report.items)} claimed: {counts}{stranded} ({scope}; by "
+        f"{report.claimed_by})"
+    )
 
 
 def exit_code(report: RecoveryReport) -> ExitCode:
@@ -81,7 +106,7 @@ def exit_code(report: RecoveryReport) -> ExitCode:
 
     if report.service_unavailable:
         return ExitCode.UNAVAILABLE
-    if report.count(Action.FAILED) or report.count(Action.SKIPPED):
+    if report.count(Action.FAILED) or report.count(Action.SKIPPED) or report.stranded:
         return ExitCode.ERROR
     return ExitCode.OK
 
@@ -147,24 +172,24 @@ def resume(operation_id: str, as_json: bool) -> None:
         claim = recoverer.resume(operation)
     op = claim.operation
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "operation_id": op.operation_id,
-                    "space": op.space,
-                    "document_id": op.document_id,
-                    "stage": op.stage.value,
-                    "action": "resumed",
-                    "topic": settings.topics.plans,
-                    "claims": claim.claims,
-                }
-            )
-        )
+        click.echo(json.dumps(_resumed_json(op, settings, action="resumed", claims=claim.claims)))
     else:
         click.echo(
             f"resumed {op.operation_id} {op.stage.value} {op.space}/{op.document_id}: plan "
             f"re-published to {settings.topics.plans}"
         )
+
+
+def _resumed_json(op: Operation, settings: Settings, **done: object) -> dict[str, object]:
+    """What `resume --json` prints: the operation as it was, and what was done with it."""
+    return {
+        "operation_id": op.operation_id,
+        "space": op.space,
+        "document_id": op.document_id,
+        "stage": op.stage.value,
+        "topic": settings.topics.plans,
+        **done,
+    }
 
 
 def _replay_dead_lettered(
@@ -182,20 +207,14 @@ def _replay_dead_lettered(
     item = DlqReplayer(store, producer, settings).replay(operation.dlq_id, by="resume")
     op = operation
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "operation_id": op.operation_id,
-                    "space": op.space,
-                    "document_id": op.document_id,
-                    "stage": op.stage.value,
-                    "action": "replayed",
-                    "dlq_id": item.entry.dlq_id,
-                    "dlq_status": item.entry.status.value,
-                    "topic": settings.topics.plans,
-                }
-            )
+        shaped = _resumed_json(
+            op,
+            settings,
+            action="replayed",
+            dlq_id=item.entry.dlq_id,
+            dlq_status=item.entry.status.value,
         )
+        click.echo(json.dumps(shaped))
         return
     click.echo(
         f"resumed {op.operation_id} {op.stage.value} {op.space}/{op.document_id}: DLQ entry "
@@ -252,5 +271,7 @@ def recover(older_than_s: float | None, limit: int | None, as_json: bool) -> Non
     else:
         for item in report.items:
             click.echo(item_line(item))
+        for op in report.stranded:
+            click.echo(stranded_line(op))
         click.echo(summary_line(report))
     raise SystemExit(exit_code(report))

@@ -31,6 +31,7 @@ from graph_ingest.consumers.admission import Verdict, binding_mismatch, conflict
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.consumers.routing import Failure, FailureRouter, Ladder
 from graph_ingest.dlq.entries import dlq_message, with_status
+from graph_ingest.dlq.purge import leader_purged
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.plan import IngestionPlan
@@ -354,25 +355,33 @@ class PlanApplier:
         now: datetime,
     ) -> None:
         """A plan parked behind a version that is in the DLQ follows it there at once, as the
-        plans parked before it went there did: it cannot apply before that one is replayed."""
+        plans parked before it went there did: it cannot apply before that one is replayed. One
+        parked behind a version whose entry was purged would wait forever: it is a CONFLICT, so
+        that the planner replans the document on its committed state."""
         parked = [w for w in admitted if outcomes.get(w.message.position) is Outcome.PARKED]
         if not parked:
             return
-        blocking = uow.dead_lettered_at(
-            [
-                (
-                    w.plan.space,
-                    w.plan.document_id,
-                    r.revision if (r := revisions.get(w.document)) else 0,
-                )
-                for w in parked
-            ]
-        )
+        keys = [
+            (
+                w.plan.space,
+                w.plan.document_id,
+                r.revision if (r := revisions.get(w.document)) else 0,
+            )
+            for w in parked
+        ]
+        blocking = uow.dead_lettered_at(keys)
+        purged = uow.purged_leaders_at(keys)
         for work in parked:
             leader = blocking.get(work.document)
+            gone = purged.get(work.document)
             if leader is not None and work.message.value is not None:
                 self._router.follow(uow, leader, [(work.operation, work.message.value)], now)
                 outcomes[work.message.position] = Outcome.DEAD_LETTERED
+            elif leader is None and gone is not None:
+                log.warning("%s conflict: %s", work.message.context(), leader_purged(gone).message)
+                work.move(Stage.CONFLICT, at=now, reason=leader_purged(gone))
+                uow.save_operations(work.flush_changes())
+                outcomes[work.message.position] = Outcome.CONFLICT
 
     def _write_graph(self, admitted: list[_Work]) -> None:
         """Registrations, the graph write and GRAPH_APPLIED, fenced by the document locks."""

@@ -149,6 +149,8 @@ class RecoveryReport:
     limit: int
     lease_s: float
     items: tuple[Recovered, ...]
+    stranded: tuple[Operation, ...] = ()
+    """PARKED operations whose predecessor is gone: nothing will release them (reported only)."""
 
     def count(self, action: Action) -> int:
         return sum(item.action is action for item in self.items)
@@ -263,12 +265,14 @@ class Recoverer:
                     )
                 continue
             items.append(_recovered(claim, Action.RESUMED))
+        stranded = self._store.stranded_parked(older_than_s=older_than_s, limit=limit)
         return RecoveryReport(
             claimed_by=claimer,
             older_than_s=older_than_s,
             limit=limit,
             lease_s=settings.lease_s,
             items=tuple(items),
+            stranded=tuple(stranded),
         )
 
     def _publish(self, claim: RecoveryClaim, *, via: str) -> None:

@@ -25,6 +25,11 @@ from graph_ingest.errors import GraphIngestError
 
 OperationEventEncoder = Callable[[Operation], bytes]
 
+ON_ITS_WAY = frozenset(
+    {Stage.PREPARED, Stage.FAILED, Stage.GRAPH_APPLIED, Stage.STATE_COMMITTED, Stage.PARKED}
+)
+"""The stages of an operation that may still commit its revision without a person deciding."""
+
 
 class StoreError(GraphIngestError):
     """Raised by store adapters; driver errors are translated into this tree (with a code)."""
@@ -379,6 +384,18 @@ class UnitOfWork(Protocol):
         expects that revision and whose DLQ entry is pending review — the one every later
         version waits behind."""
 
+    def purged_leaders_at(
+        self, keys: Sequence[tuple[str, str, int]]
+    ) -> dict[tuple[str, str], Operation]:
+        """Per (space, document_id, revision): a DEAD_LETTERED operation of the document that
+        expects that revision and whose DLQ entry was purged (RESOLVED), when no other operation
+        on its way (``ON_ITS_WAY``, or dead-lettered and not RESOLVED) expects it: that revision
+        never commits, and a version waiting for a later one waits forever."""
+
+    def waiting_behind(self, leader: Operation) -> list[Operation]:
+        """The later versions of ``leader``'s document (locked): PARKED, or DEAD_LETTERED with
+        their entry pending review; in revision order."""
+
     def dlq_entries(self, dlq_ids: Sequence[str]) -> dict[str, DlqEntry]:
         """The DLQ index rows that exist, locked (FOR UPDATE), keyed by id."""
 
@@ -535,6 +552,12 @@ class RecoveryStore(Protocol):
         """Take the lease of one operation if it is in ``stages``, whoever held it (an operator's
         explicit resume); None if it does not exist or is in another stage."""
 
+    def stranded_parked(self, *, older_than_s: float, limit: int) -> list[Operation]:
+        """PARKED operations unchanged for ``older_than_s`` whose predecessor is gone: no
+        operation expecting their document's committed revision is on its way (``ON_ITS_WAY``, or
+        DEAD_LETTERED with an entry that is not RESOLVED), so the revision they wait for never
+        commits. Oldest first, at most ``limit``."""
+
     def release_recovery_claim(self, operation_id: str, claimer: str) -> bool:
         """End ``claimer``'s lease early (its re-publish failed); False if it holds none."""
 
@@ -543,6 +566,7 @@ class RecoveryStore(Protocol):
 
 
 __all__ = [
+    "ON_ITS_WAY",
     "CommittedElements",
     "CommittedRevision",
     "DlqCount",

@@ -288,6 +288,19 @@ class PostgresOperationStore:
         return None if row is None else rows.recovery_claim_from_row(row)
 
     @translated
+    def stranded_parked(self, *, older_than_s: float, limit: int) -> list[Operation]:
+        found = self._fetch_all(
+            sql.STRANDED_PARKED,
+            {
+                "parked": Stage.PARKED.value,
+                "older_than_s": float(older_than_s),
+                "limit": limit,
+                **rows.on_its_way_params(),
+            },
+        )
+        return [rows.operation_from_row(row) for row in found]
+
+    @translated
     def release_recovery_claim(self, operation_id: str, claimer: str) -> bool:
         return bool(self._fetch_all(sql.RELEASE_RECOVERY_CLAIM, (operation_id, claimer)))
 

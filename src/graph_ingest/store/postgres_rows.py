@@ -13,9 +13,11 @@ from graph_ingest.domain.error_detail import ErrorDetail
 from graph_ingest.domain.limits import storable_text
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import ErrorInfo, Operation
+from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.store.base import (
+    ON_ITS_WAY,
     CommittedElements,
     DlqCount,
     DlqEntry,
@@ -461,4 +463,13 @@ def plan_claim_columns(claims: Sequence[PlanClaim]) -> Columns:
         "operation_id": [c.operation_id for c in claims],
         "fingerprint": [c.fingerprint for c in claims],
         "plan_bytes": [c.plan_bytes for c in claims],
+    }
+
+
+def on_its_way_params() -> dict[str, Any]:
+    """The parameters of ``postgres_sql._nothing_on_its_way``."""
+    return {
+        "on_its_way": sorted(stage.value for stage in ON_ITS_WAY),
+        "dead_lettered": Stage.DEAD_LETTERED.value,
+        "resolved": DlqStatus.RESOLVED.value,
     }

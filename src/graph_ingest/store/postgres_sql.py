@@ -342,6 +342,57 @@ ORDER BY o.space, o.document_id, o.created_at, o.operation_id
 """
 )
 
+
+def _nothing_on_its_way(revision: str) -> str:
+    """No operation of the document of ``o`` that expects ``revision`` (an SQL expression) is on
+    its way to commit it: in flight or parked (``%(on_its_way)s``), or dead-lettered with an
+    entry that is not RESOLVED (a replay may still bring it)."""
+    return f"""NOT EXISTS (
+      SELECT 1
+      FROM operations AS p
+      LEFT JOIN dlq_entries AS pd ON pd.dlq_id = p.dlq_id
+      WHERE p.space = o.space AND p.document_id = o.document_id
+        AND p.expected_revision = {revision}
+        AND (p.stage = ANY(%(on_its_way)b::text[])
+             OR (p.stage = %(dead_lettered)b AND pd.status IS DISTINCT FROM %(resolved)b)))"""
+
+
+# Per (space, document_id, revision): a DEAD_LETTERED operation expecting that revision whose
+# entry was purged (RESOLVED), when nothing else on its way will commit the revision.
+PURGED_LEADERS_AT = (
+    "SELECT DISTINCT ON (o.space, o.document_id) "
+    + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
+    + """
+FROM operations AS o
+JOIN unnest(%(space)b::text[], %(document_id)b::text[], %(expected_revision)b::int[])
+  AS k(space, document_id, expected_revision)
+  ON o.space = k.space AND o.document_id = k.document_id
+ AND o.expected_revision = k.expected_revision
+JOIN dlq_entries AS d ON d.dlq_id = o.dlq_id AND d.status = %(resolved)b
+WHERE o.stage = %(dead_lettered)b
+  AND """
+    + _nothing_on_its_way("o.expected_revision")
+    + """
+ORDER BY o.space, o.document_id, o.created_at, o.operation_id
+"""
+)
+
+# The later versions of a document that wait behind its operation expecting %(revision)s: parked,
+# or dead-lettered with an entry still pending review (they followed it to the DLQ).
+WAITING_BEHIND = (
+    "SELECT"
+    + OPERATION_COLUMNS
+    + """
+FROM operations AS o
+WHERE o.space = %(space)b AND o.document_id = %(document_id)b
+  AND o.expected_revision > %(revision)b
+  AND (o.stage = %(parked)b OR (o.stage = %(dead_lettered)b AND EXISTS (
+        SELECT 1 FROM dlq_entries AS d WHERE d.dlq_id = o.dlq_id AND d.status = %(pending)b)))
+ORDER BY o.expected_revision, o.created_at, o.operation_id
+FOR UPDATE
+"""
+)
+
 DLQ_ENTRY_COLUMNS = """
     dlq_id, status, operation_id, fingerprint, space, document_id, code, error_class, message,
     parked_behind, original_topic, original_partition, original_offset, attempts,
@@ -560,6 +611,25 @@ SET recovery_claimed_by = %(claimer)b,
 WHERE o.operation_id = %(operation_id)b AND o.stage = ANY(%(stages)b::text[])
 """
     + _RECOVERY_RETURNING
+)
+
+# PARKED operations whose predecessor is gone: no operation of the document that expects its
+# committed revision is on its way, so the revision they wait for never commits.
+STRANDED_PARKED = (
+    "SELECT "
+    + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
+    + """
+FROM operations AS o
+LEFT JOIN document_states AS s ON s.space = o.space AND s.document_id = o.document_id
+WHERE o.stage = %(parked)b
+  AND o.updated_at <= now() - make_interval(secs => %(older_than_s)b)
+  AND o.expected_revision > COALESCE(s.revision, 0)
+  AND """
+    + _nothing_on_its_way("COALESCE(s.revision, 0)")
+    + """
+ORDER BY o.updated_at, o.operation_id
+LIMIT %(limit)b
+"""
 )
 
 RELEASE_RECOVERY_CLAIM = """

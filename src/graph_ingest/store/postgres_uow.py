@@ -323,6 +323,37 @@ class PostgresUnitOfWork:
         return {(row["space"], row["document_id"]): rows.operation_from_row(row) for row in found}
 
     @translated
+    def purged_leaders_at(
+        self, keys: Sequence[tuple[str, str, int]]
+    ) -> dict[DocumentKey, Operation]:
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return {}
+        found = self._fetch(
+            sql.PURGED_LEADERS_AT,
+            {
+                **rows.key_columns(("space", "document_id", "expected_revision"), unique),
+                **rows.on_its_way_params(),
+            },
+        )
+        return {(row["space"], row["document_id"]): rows.operation_from_row(row) for row in found}
+
+    @translated
+    def waiting_behind(self, leader: Operation) -> list[Operation]:
+        found = self._fetch(
+            sql.WAITING_BEHIND,
+            {
+                "space": leader.space,
+                "document_id": leader.document_id,
+                "revision": leader.expected_revision,
+                "parked": Stage.PARKED.value,
+                "dead_lettered": Stage.DEAD_LETTERED.value,
+                "pending": DlqStatus.PENDING_REVIEW.value,
+            },
+        )
+        return [rows.operation_from_row(row) for row in found]
+
+    @translated
     def dlq_entries(self, dlq_ids: Sequence[str]) -> dict[str, DlqEntry]:
         if not dlq_ids:
             return {}
