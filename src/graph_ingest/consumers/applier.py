@@ -378,8 +378,9 @@ class PlanApplier:
                 self._router.follow(uow, leader, [(work.operation, work.message.value)], now)
                 outcomes[work.message.position] = Outcome.DEAD_LETTERED
             elif leader is None and gone is not None:
-                log.warning("%s conflict: %s", work.message.context(), leader_purged(gone).message)
-                work.move(Stage.CONFLICT, at=now, reason=leader_purged(gone))
+                reason = leader_purged(gone)
+                log.warning("%s conflict: %s", work.message.context(), reason.message)
+                work.move(Stage.CONFLICT, at=now, reason=reason)
                 uow.save_operations(work.flush_changes())
                 outcomes[work.message.position] = Outcome.CONFLICT
 

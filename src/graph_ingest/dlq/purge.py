@@ -71,17 +71,11 @@ def purge(
             raise DlqEntryNotFound(f"DLQ entry {dlq_id} not found")
         if entry.status is DlqStatus.RESOLVED:
             raise DlqRefused(f"entry {dlq_id} is RESOLVED already")
-        if followers and not force:
-            assert leader is not None
-            raise DlqRefused(_strands(entry, leader, followers))
-        changes = []
-        for follower in followers:
-            assert leader is not None
-            snapshot = follower  # a dead-lettered one goes by way of PREPARED
-            for stage in path_to(follower.stage, Stage.CONFLICT):
-                why = leader_purged(leader) if stage is Stage.CONFLICT else None
-                snapshot = snapshot.transition(stage, now, why)
-                changes.append(snapshot)
+        changes: list[Operation] = []
+        if leader is not None and followers:
+            if not force:
+                raise DlqRefused(_strands(entry, leader, followers))
+            changes = _to_conflict(leader, followers, now)
         uow.save_operations(changes)
         follower_entries = uow.dlq_entries([f.dlq_id for f in followers if f.dlq_id]).values()
         resolved = [
@@ -95,6 +89,19 @@ def purge(
         uow.put_dlq_entries(resolved)
         uow.enqueue([dlq_message(dlq_topic, e) for e in resolved])
     return Purged(resolved[0], tuple(c for c in changes if c.stage is Stage.CONFLICT))
+
+
+def _to_conflict(leader: Operation, followers: list[Operation], now: datetime) -> list[Operation]:
+    """Every snapshot that takes ``followers`` to CONFLICT (a dead-lettered one by way of
+    PREPARED, the one legal path)."""
+    changes = []
+    for follower in followers:
+        snapshot = follower
+        for stage in path_to(follower.stage, Stage.CONFLICT):
+            why = leader_purged(leader) if stage is Stage.CONFLICT else None
+            snapshot = snapshot.transition(stage, now, why)
+            changes.append(snapshot)
+    return changes
 
 
 def _strands(entry: DlqEntry, leader: Operation, followers: list[Operation]) -> str:
