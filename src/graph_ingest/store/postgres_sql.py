@@ -327,21 +327,6 @@ FOR UPDATE
 """
 )
 
-DEAD_LETTERED_AT = (
-    "SELECT DISTINCT ON (o.space, o.document_id) "
-    + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
-    + """
-FROM operations AS o
-JOIN unnest(%(space)b::text[], %(document_id)b::text[], %(expected_revision)b::int[])
-  AS k(space, document_id, expected_revision)
-  ON o.space = k.space AND o.document_id = k.document_id
- AND o.expected_revision = k.expected_revision
-JOIN dlq_entries AS d ON d.dlq_id = o.dlq_id AND d.status = %(pending)b
-WHERE o.stage = %(dead_lettered)b
-ORDER BY o.space, o.document_id, o.created_at, o.operation_id
-"""
-)
-
 
 def _nothing_on_its_way(revision: str) -> str:
     """No operation of the document of ``o`` that expects ``revision`` (an SQL expression) is on
@@ -357,25 +342,31 @@ def _nothing_on_its_way(revision: str) -> str:
              OR (p.stage = %(dead_lettered)b AND pd.status IS DISTINCT FROM %(resolved)b)))"""
 
 
-# Per (space, document_id, revision): a DEAD_LETTERED operation expecting that revision whose
-# entry was purged (RESOLVED), when nothing else on its way will commit the revision.
-PURGED_LEADERS_AT = (
-    "SELECT DISTINCT ON (o.space, o.document_id) "
-    + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
-    + """
+def _dead_lettered_at(entry_status: str, condition: str | None = None) -> str:
+    """Per (space, document_id, expected_revision) of the keys: the oldest DEAD_LETTERED operation
+    expecting that revision whose entry has status ``entry_status`` (a parameter), where
+    ``condition`` (if any) holds."""
+    also = f" AND {condition}" if condition else ""
+    return (
+        "SELECT DISTINCT ON (o.space, o.document_id) "
+        + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
+        + f"""
 FROM operations AS o
 JOIN unnest(%(space)b::text[], %(document_id)b::text[], %(expected_revision)b::int[])
   AS k(space, document_id, expected_revision)
   ON o.space = k.space AND o.document_id = k.document_id
  AND o.expected_revision = k.expected_revision
-JOIN dlq_entries AS d ON d.dlq_id = o.dlq_id AND d.status = %(resolved)b
-WHERE o.stage = %(dead_lettered)b
-  AND """
-    + _nothing_on_its_way("o.expected_revision")
-    + """
+JOIN dlq_entries AS d ON d.dlq_id = o.dlq_id AND d.status = {entry_status}
+WHERE o.stage = %(dead_lettered)b{also}
 ORDER BY o.space, o.document_id, o.created_at, o.operation_id
 """
-)
+    )
+
+
+DEAD_LETTERED_AT = _dead_lettered_at("%(pending)b")
+
+# A purged leader: its entry RESOLVED, and nothing else on its way to commit its revision.
+PURGED_LEADERS_AT = _dead_lettered_at("%(resolved)b", _nothing_on_its_way("o.expected_revision"))
 
 # The later versions of a document that wait behind its operation expecting %(revision)s: parked,
 # or dead-lettered with an entry still pending review (they followed it to the DLQ).

@@ -309,32 +309,28 @@ class PostgresUnitOfWork:
     def dead_lettered_at(
         self, keys: Sequence[tuple[str, str, int]]
     ) -> dict[DocumentKey, Operation]:
-        unique = list(dict.fromkeys(keys))
-        if not unique:
-            return {}
-        found = self._fetch(
+        return self._by_document(
             sql.DEAD_LETTERED_AT,
-            {
-                **rows.key_columns(("space", "document_id", "expected_revision"), unique),
-                "dead_lettered": Stage.DEAD_LETTERED.value,
-                "pending": DlqStatus.PENDING_REVIEW.value,
-            },
+            keys,
+            {"dead_lettered": Stage.DEAD_LETTERED.value, "pending": DlqStatus.PENDING_REVIEW.value},
         )
-        return {(row["space"], row["document_id"]): rows.operation_from_row(row) for row in found}
 
     @translated
     def purged_leaders_at(
         self, keys: Sequence[tuple[str, str, int]]
     ) -> dict[DocumentKey, Operation]:
+        return self._by_document(sql.PURGED_LEADERS_AT, keys, rows.on_its_way_params())
+
+    def _by_document(
+        self, query: str, keys: Sequence[tuple[str, str, int]], params: Mapping[str, Any]
+    ) -> dict[DocumentKey, Operation]:
+        """The operation ``query`` finds per (space, document_id, expected_revision) key."""
         unique = list(dict.fromkeys(keys))
         if not unique:
             return {}
         found = self._fetch(
-            sql.PURGED_LEADERS_AT,
-            {
-                **rows.key_columns(("space", "document_id", "expected_revision"), unique),
-                **rows.on_its_way_params(),
-            },
+            query,
+            {**rows.key_columns(("space", "document_id", "expected_revision"), unique), **params},
         )
         return {(row["space"], row["document_id"]): rows.operation_from_row(row) for row in found}
 
