@@ -6,6 +6,7 @@ the document's previous state, so applier tests need no planner.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from graph_ingest.domain.state import (
     fact_id_of,
     normalize_name,
 )
+from graph_ingest.kafka import headers as kafka_headers
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,15 @@ def sample_plan(
         ),
         provenance=Provenance(extractor="test-samples", model=None, prompt_version=None),
     )
+
+
+def work_headers_of(plan: IngestionPlan) -> dict[str, str]:
+    """A traceparent and a submission id of the plan's own, as a producer would send them."""
+    digest = hashlib.sha256(plan.operation_id.encode()).hexdigest()
+    return {
+        kafka_headers.TRACEPARENT: f"00-{digest[:32]}-{digest[32:48]}-01",
+        kafka_headers.SUBMISSION_ID: f"sub-{plan.operation_id}",
+    }
 
 
 def _fact(fact_id: str, kind: FactKind, text: str, needle: object) -> FactSource:

@@ -15,23 +15,29 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from confluent_kafka import Producer
 
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.domain.trace import new_trace_id
 from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.kafka.headers import RetryHeaders
+from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.store.base import DlqEntry
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
-from tests.samples import Entity, Relation, sample_plan
+from tests.samples import Entity, Relation, sample_plan, work_headers_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -60,6 +66,21 @@ def dangling(p: Pipeline, i: int, document_id: str | None = None) -> IngestionPl
             **plan.model_dump(exclude={"fingerprint", "mutation"}),
             "mutation": mutation.model_copy(update={"node_upserts": walker_only}),
         }
+    )
+
+
+def walker(
+    p: Pipeline, document_id: str, previous: IngestionPlan, text: str = "Walker 1."
+) -> IngestionPlan:
+    """The next version of ``previous``'s document: Walker 1 alone, planned on its state."""
+    return sample_plan(
+        SPACE,
+        document_id,
+        text,
+        [Entity("Person", "Walker 1")],
+        [],
+        previous=previous.next_state,
+        graph=p.graph,
     )
 
 
@@ -293,10 +314,7 @@ def test_a_version_that_followed_its_predecessor_waits_for_it_and_completes_afte
     pipeline.start_applier()
     v1 = dangling(pipeline, 1, document_id="doc-chain")
     leader = dead_lettered(pipeline, v1)[v1.operation_id]
-    walker = Entity("Person", "Walker 1")
-    v2 = sample_plan(
-        SPACE, "doc-chain", "Walker 1.", [walker], [], previous=v1.next_state, graph=pipeline.graph
-    )
+    v2 = walker(pipeline, "doc-chain", v1)
     follower = dead_lettered(pipeline, v2)[v2.operation_id]
     assert follower.parked_behind == v1.operation_id
 
@@ -508,3 +526,195 @@ def test_reindex_rebuilds_the_index_from_the_dlq_topic(pipeline: Pipeline) -> No
     assert late["from_outbox"] == 1
     assert pipeline.store.get_dlq_entry(pending) == changed
     assert late["by_status"] == {"PENDING_REVIEW": 2, "REPLAYED": 1, "RESOLVED": 2}
+
+
+def test_a_replay_and_the_release_of_its_follower_carry_their_traceparent_and_submission_id(
+    pipeline: Pipeline,
+) -> None:
+    # Given v1, published with a traceparent and a submission id, dead-lettered, and v2 (with
+    # its own) that followed it to the DLQ
+    pipeline.start_applier()
+    v1 = dangling(pipeline, 1, document_id="doc-traced")
+    v2 = walker(pipeline, "doc-traced", v1)
+    for plan in (v1, v2):
+        message = plan_message(plan, pipeline.settings.topics.plans, headers=work_headers_of(plan))
+        pipeline.publish_raw(message.key or b"", message.value, dict(message.headers))
+        pipeline.wait_stage(plan.operation_id, Stage.DEAD_LETTERED)
+    ghosts(pipeline, 1)
+
+    # When the entries are replayed
+    result = dlq(pipeline, "replay-all")
+
+    # Then v1's replay and v2's release each carry the headers their plan first came with
+    assert result.exit_code == 0, result.output
+    completed(pipeline, v1, v2)
+    resent = wait_until(
+        lambda: resent_work_headers(pipeline, count=2),
+        timeout_s=30,
+        what="the replay and the release on the plans topic",
+    )
+    assert resent == {plan.operation_id: work_headers_of(plan) for plan in (v1, v2)}
+
+
+def resent_work_headers(p: Pipeline, *, count: int) -> dict[str, dict[str, str]] | None:
+    """The work headers of each plan message replayed or released, by operation id, once there
+    are ``count`` of them."""
+    found = {
+        headers[kafka_headers.OPERATION_ID].decode(): {
+            name: headers.get(name, b"").decode()
+            for name in (kafka_headers.TRACEPARENT, kafka_headers.SUBMISSION_ID)
+        }
+        for _key, _value, headers in read_to_end(p.settings, p.settings.topics.plans)
+        if kafka_headers.DLQ_REPLAY in headers or kafka_headers.RELEASED in headers
+    }
+    return found if len(found) == count else None
+
+
+# -- leaving the DLQ goes through its entry (issue 16 item 8) -----------------------------------
+
+
+def test_resume_of_a_dead_lettered_operation_replays_its_entry_and_marks_it_replayed(
+    pipeline: Pipeline,
+) -> None:
+    # Given a dead-lettered plan whose missing node exists now
+    pipeline.start_applier()
+    plan = dangling(pipeline, 1)
+    entry = dead_lettered(pipeline, plan)[plan.operation_id]
+    ghosts(pipeline, 1)
+
+    # When the operation is resumed
+    result = CliRunner(env=pipeline.env()).invoke(cli, ["resume", plan.operation_id, "--json"])
+
+    # Then it went out as a replay of its entry: it completes and the entry says so
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["dlq_id"] == entry.dlq_id
+    pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
+    assert replays(pipeline) == {entry.dlq_id: 1}
+    assert statuses(pipeline) == {entry.dlq_id: "REPLAYED"}
+    envelope = decode_dlq_envelope(pipeline.store.get_dlq_entry(entry.dlq_id).envelope)  # type: ignore[union-attr]
+    assert envelope.note is not None and "by resume" in envelope.note
+    stats = as_json(dlq(pipeline, "stats", "--json"))
+    assert stats["oldest_pending_age_s"] is None
+
+
+def tier_copy(p: Pipeline, plan: IngestionPlan) -> None:
+    """Publish a copy of ``plan`` on the first retry tier, due now, as a stray copy would be."""
+    now = datetime.now(UTC)
+    retry = RetryHeaders(
+        attempt=2,
+        due_at=now,
+        original_topic=p.settings.topics.plans,
+        original_partition=0,
+        original_offset=0,
+        first_failure_at=now,
+        error_code=StatusCode.DEADLINE_EXCEEDED,
+        error_class="GraphError",
+        error_message="a copy that went astray",
+        trace_id=new_trace_id(),
+    )
+    message = plan_message(plan, p.settings.topics.plans)
+    producer = Producer(p.settings.kafka.producer_config())
+    producer.produce(
+        p.settings.topics.retry_tiers[0][0],
+        key=message.key,
+        value=message.value,
+        headers=[*((k, v.encode()) for k, v in message.headers.items()), *retry.to_headers()],
+    )
+    assert producer.flush(30) == 0
+
+
+def test_a_stray_tier_copy_of_a_dead_lettered_plan_is_dropped(pipeline: Pipeline) -> None:
+    # Given a dead-lettered v1 whose missing node exists now
+    pipeline.start_applier()
+    v1 = dangling(pipeline, 1, document_id="doc-stray")
+    entry = dead_lettered(pipeline, v1)[v1.operation_id]
+    ghosts(pipeline, 1)
+
+    # When a stray tier copy of it arrives, then (behind it, same partition) a tier copy of v2
+    v2 = walker(pipeline, "doc-stray", v1)
+    tier_copy(pipeline, v1)
+    tier_copy(pipeline, v2)
+
+    # Then the copy did not take v1 out of the DLQ: v2 finds it there and follows it
+    def v2_settled() -> Stage | None:
+        found = pipeline.store.get_operation(v2.operation_id)
+        settled = found is not None and found.stage in (Stage.DEAD_LETTERED, Stage.COMPLETED)
+        return found.stage if found and settled else None
+
+    assert wait_until(v2_settled, timeout_s=60, what="v2 to settle") is Stage.DEAD_LETTERED
+    assert pipeline.store.get_operation(v1.operation_id).stage is Stage.DEAD_LETTERED  # type: ignore[union-attr]
+    assert statuses(pipeline)[entry.dlq_id] == "PENDING_REVIEW"
+    assert pipeline.store.get_document_state(SPACE, "doc-stray") is None
+
+
+# -- purging a leader never strands its followers (issue 16 item 5) -----------------------------
+
+
+def leader_and_follower(p: Pipeline, document_id: str) -> tuple[IngestionPlan, IngestionPlan]:
+    """A dead-lettered v1 and a v2 that followed it to the DLQ."""
+    v1 = dangling(p, 1, document_id=document_id)
+    dead_lettered(p, v1)
+    v2 = walker(p, document_id, v1)
+    dead_lettered(p, v2)
+    return v1, v2
+
+
+def test_purging_a_leader_is_refused_then_forced_its_followers_become_conflict(
+    pipeline: Pipeline,
+) -> None:
+    # Given v1 in the DLQ and v2 behind it
+    pipeline.start_applier()
+    v1, v2 = leader_and_follower(pipeline, "doc-lead")
+    leader = pipeline.store.get_operation(v1.operation_id).dlq_id  # type: ignore[union-attr]
+    follower = pipeline.store.get_operation(v2.operation_id).dlq_id  # type: ignore[union-attr]
+    assert leader and follower
+
+    # When v1's entry is purged without --force
+    refused = dlq(pipeline, "purge", leader, "--reason", "bad extraction")
+
+    # Then nothing changes: the purge names the version it would strand
+    assert refused.exit_code == ExitCode.INVALID_INPUT, refused.output
+    assert v2.operation_id in refused.stderr and "--force" in refused.stderr
+    assert statuses(pipeline) == {leader: "PENDING_REVIEW", follower: "PENDING_REVIEW"}
+
+    # When it is forced
+    forced = as_json(
+        dlq(pipeline, "purge", leader, "--reason", "bad extraction", "--force", "--json")
+    )
+
+    # Then both entries are resolved and v2 is a CONFLICT (to be replanned), not left waiting
+    assert [c["operation_id"] for c in forced["conflicted"]] == [v2.operation_id]
+    assert statuses(pipeline) == {leader: "RESOLVED", follower: "RESOLVED"}
+    conflicted = pipeline.store.get_operation(v2.operation_id)
+    assert conflicted is not None and conflicted.stage is Stage.CONFLICT
+    assert conflicted.last_error is not None
+    assert f"leader {v1.operation_id} purged" in conflicted.last_error.message
+
+    # When v3, planned on v2's planned state, arrives after the purge
+    v3 = walker(pipeline, "doc-lead", v2, "Walker 1 again.")
+    pipeline.publish(v3)
+
+    # Then it does not park behind the purged v1 for ever: it is a CONFLICT too
+    pipeline.wait_stage(v3.operation_id, Stage.CONFLICT)
+
+
+def test_recover_reports_a_parked_operation_whose_predecessor_is_gone(pipeline: Pipeline) -> None:
+    # Given v2 parked for revision 1 of a document that nothing will bring to revision 1
+    pipeline.start_applier()
+    v1 = dangling(pipeline, 1, document_id="doc-orphan")
+    v2 = walker(pipeline, "doc-orphan", v1)
+    pipeline.publish(v2)
+    pipeline.wait_stage(v2.operation_id, Stage.PARKED)
+
+    # When recover runs
+    runner = CliRunner(env=pipeline.env())
+    text = runner.invoke(cli, ["recover", "--older-than", "0s"])
+    shaped = runner.invoke(cli, ["recover", "--older-than", "0s", "--json"])
+
+    # Then it reports v2 as stranded, in text and JSON, and exits 1
+    assert text.exit_code == ExitCode.ERROR, text.output
+    assert f"stranded {v2.operation_id} PARKED" in text.stdout, text.output
+    assert shaped.exit_code == ExitCode.ERROR, shaped.output
+    report = json.loads(shaped.stdout)
+    assert [s["operation_id"] for s in report["stranded"]] == [v2.operation_id]
+    assert report["summary"]["stranded"] == 1

@@ -39,6 +39,7 @@ from graph_ingest.store.base import (
     NewOperation,
     OutboxMessage,
     RegistryConflict,
+    StoredPlan,
     StoreError,
 )
 from graph_ingest.store.migrate import available_migrations, migrate
@@ -494,11 +495,18 @@ def test_parked_behind_returns_parked_operations_with_their_plans(
     p2 = new_op("p2", doc="d", expected=1)
     p3 = new_op("p3", doc="d", expected=2)
     with store.unit_of_work() as uow:
-        uow.insert_operations([NewOperation(op, op.operation_id.encode()) for op in (p1, p2, p3)])
+        uow.insert_operations(
+            [
+                NewOperation(op, op.operation_id.encode(), {"submission_id": op.operation_id})
+                for op in (p1, p2, p3)
+            ]
+        )
         parked1 = p1.transition(Stage.PARKED, T0)
         uow.save_operations([parked1, p3.transition(Stage.PARKED, T0)])
     with store.unit_of_work() as uow:
-        assert uow.parked_behind([(SPACE, "d", 1), (SPACE, "d", 1)]) == [(parked1, b"op-p1")]
+        assert uow.parked_behind([(SPACE, "d", 1), (SPACE, "d", 1)]) == [
+            StoredPlan(parked1, b"op-p1", {"submission_id": "op-p1"})
+        ]
         assert uow.parked_behind([(SPACE, "d", 5), (SPACE, "x", 1)]) == []
         assert uow.parked_behind([]) == []
 
@@ -650,3 +658,31 @@ def test_a_batch_costs_the_same_few_statements_whatever_its_size(
     assert query(pg, "SELECT count(*) FROM document_history") == [(201,)]
     assert query(pg, "SELECT count(*) FROM fact_sources") == [(201,)]
     assert len(registry(pg)) == 201
+
+
+def test_a_purged_leader_strands_its_followers_unless_another_operation_is_on_its_way(
+    store: PostgresOperationStore,
+) -> None:
+    # Given v1 (expects 0) dead-lettered with its entry purged, and v2 (expects 1) parked
+    lead, follower = new_op("lead", doc="d"), new_op("next", doc="d", expected=1)
+    with store.unit_of_work() as uow:
+        uow.insert_operations([NewOperation(op, b"plan") for op in (lead, follower)])
+        dead = lead.transition(Stage.DEAD_LETTERED, T0).model_copy(update={"dlq_id": "dlq-a"})
+        uow.save_operations([dead, follower.transition(Stage.PARKED, T0)])
+        uow.put_dlq_entries([dlq_entry("dlq-a", DlqStatus.RESOLVED, "purged")])
+    with store.unit_of_work() as uow:
+        # Then revision 1 never commits: v1 is a purged leader, v2 is stranded
+        assert list(uow.purged_leaders_at([(SPACE, "d", 0)]).values()) == [dead]
+    stranded = store.stranded_parked(older_than_s=0, limit=10)
+    assert [op.operation_id for op in stranded] == ["op-next"]
+
+    # When another operation expecting revision 0 is on its way (a replan, FAILED in a tier)
+    again = new_op("again", doc="d")
+    with store.unit_of_work() as uow:
+        uow.insert_operations([NewOperation(again, b"plan")])
+        uow.save_operations([again.transition(Stage.FAILED, T0)])
+
+    # Then nothing is stranded
+    with store.unit_of_work() as uow:
+        assert uow.purged_leaders_at([(SPACE, "d", 0)]) == {}
+    assert store.stranded_parked(older_than_s=0, limit=10) == []

@@ -29,6 +29,8 @@ from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import StoreError, UnitOfWork
@@ -36,7 +38,7 @@ from graph_ingest.store.postgres import PostgresOperationStore
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.kafka_messages import read_to_end
-from tests.samples import Entity, sample_plan
+from tests.samples import Entity, sample_plan, work_headers_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -368,3 +370,55 @@ def test_recover_reports_a_plan_it_cannot_resume_and_resumes_the_others(
         "SELECT recovery_lease_until FROM operations WHERE operation_id = %s", broken
     )
     assert lease == [(None,)]  # released: the next run tries again
+
+
+# -- re-sends carry the headers that say whose work a plan is (issue 16 item 13) ----------------
+
+
+def publish_with_work_headers(p: Pipeline, plan: IngestionPlan) -> None:
+    message = plan_message(plan, p.settings.topics.plans, headers=work_headers_of(plan))
+    p.publish_raw(message.key or b"", message.value, dict(message.headers))
+
+
+def resent_headers(p: Pipeline, header: str) -> dict[str, dict[str, bytes]]:
+    """The headers of every plan message re-sent with ``header`` (resumed, released), by
+    operation id."""
+    return {
+        headers[kafka_headers.OPERATION_ID].decode(): headers
+        for _key, _value, headers in read_to_end(p.settings, p.settings.topics.plans)
+        if header in headers
+    }
+
+
+def test_resume_and_release_carry_the_traceparent_and_submission_id_of_the_plan(
+    pipeline: Pipeline, applier: FaultyApplier
+) -> None:
+    # Given v1, published with a traceparent and a submission id, stranded FAILED, and v2 (with
+    # its own) PARKED behind it
+    v1 = plan_of(pipeline, "doc-traced")
+    v2 = plan_of(pipeline, "doc-traced", previous=v1.next_state)
+    applier.writer.culprits.add(node_of(v1))
+    publish_with_work_headers(pipeline, v1)
+    pipeline.wait_stage(v1.operation_id, Stage.FAILED)
+    lose_retry_copies(pipeline)
+    publish_with_work_headers(pipeline, v2)
+    pipeline.wait_stage(v2.operation_id, Stage.PARKED)
+    applier.heal()
+    pipeline.start_relay()  # publishes v2's release when v1 completes
+
+    # When v1 is resumed
+    result = CliRunner(env=pipeline.env()).invoke(cli, ["resume", v1.operation_id])
+
+    # Then both complete, and each re-sent message carries the headers its plan first came with
+    assert result.exit_code == 0, result.output
+    for plan in (v1, v2):
+        pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
+    resumed = resent_headers(pipeline, kafka_headers.RESUMED)[v1.operation_id]
+    released = wait_until(
+        lambda: resent_headers(pipeline, kafka_headers.RELEASED).get(v2.operation_id),
+        timeout_s=30,
+        what="v2's release on the plans topic",
+    )
+    for plan, headers in ((v1, resumed), (v2, released)):
+        carried = {name: headers.get(name, b"").decode() for name in work_headers_of(plan)}
+        assert carried == work_headers_of(plan)

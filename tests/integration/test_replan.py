@@ -22,6 +22,7 @@ from graph_ingest.planning.planner import Planner
 from graph_ingest.planning.request import IngestRequest
 from graph_ingest.planning.request_planner import PlannedRequest
 from graph_ingest.planning.rules import RulesExtractor
+from graph_ingest.producers.follow import follow
 from graph_ingest.producers.ingest_producer import IngestProducer
 from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.settings import PlannerSettings
@@ -105,18 +106,25 @@ def status(pipeline: Pipeline, operation_id: str) -> str:
     return result.output
 
 
-def test_a_version_planned_on_a_stale_state_conflicts_and_is_replanned_on_the_committed_one(
-    pipeline: Pipeline,
-) -> None:
+def versions_planned_apart(pipeline: Pipeline) -> tuple[str, str]:
+    """Start a relay and a forgetful planner; submit two versions of "doc", which it plans both
+    on the committed state (none). Their submission ids."""
     pipeline.start_relay()
     pipeline.start_planner(ForgetfulPlanner(pipeline))
-    # Given two versions of a document both planned on the committed state (none): the second
-    # does not build on the first, as after a rebalance between planners
     first, second = submit(
         pipeline,
         request("doc", DOC_V1, document_version="1"),
         request("doc", DOC_V2, document_version="2"),
     )
+    return first, second
+
+
+def test_a_version_planned_on_a_stale_state_conflicts_and_is_replanned_on_the_committed_one(
+    pipeline: Pipeline,
+) -> None:
+    # Given two versions of a document both planned on the committed state (none): the second
+    # does not build on the first, as after a rebalance between planners
+    first, second = versions_planned_apart(pipeline)
     op1, op2 = planned_as(pipeline, first), planned_as(pipeline, second)
 
     # When they apply: the first wins, the second meets a CONFLICT
@@ -315,3 +323,26 @@ def test_a_replayed_request_that_fails_planning_again_returns_to_its_entry(
     done = pipeline.store.get_dlq_entry(entry.dlq_id)
     assert done is not None and (done.status, done.attempts) == (DlqStatus.REPLAYED, 2)
     assert len(pipeline.store.list_dlq_entries(DlqQuery())) == 1
+
+
+def test_submit_wait_follows_a_submission_through_its_replan_to_completed(
+    pipeline: Pipeline,
+) -> None:
+    # Given two versions planned on the committed state (none), as after a rebalance: the
+    # second will meet a CONFLICT and be replanned
+    first, second = versions_planned_apart(pipeline)
+    op2 = planned_as(pipeline, second)
+    planned_as(pipeline, first)
+
+    # When they apply while `submit --wait` follows them
+    pipeline.start_applier()
+    followed = follow(pipeline.store, [first, second], timeout_s=120, poll_s=0.1)
+
+    # Then the second is followed past its CONFLICT to its replan, which completed
+    assert [f.completed for f in followed] == [True, True], [f.where for f in followed]
+    replan = pipeline.store.get_replan(op2)
+    assert replan is not None and replan.outcome is ReplanOutcome.REPLANNED
+    assert followed[1].operation is not None
+    assert followed[1].operation.operation_id == replan.replanned_as != op2
+    state = pipeline.store.get_document_state("kb", "doc")
+    assert state is not None and state.operation_id == replan.replanned_as

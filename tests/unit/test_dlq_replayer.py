@@ -70,6 +70,9 @@ class FakeStore:
     def get_plan_bytes(self, operation_id: str) -> bytes | None:
         return self.plans.get(operation_id)
 
+    def get_work_headers(self, operation_id: str) -> dict[str, str]:
+        return {}
+
     def get_document_state(self, space: str, document_id: str) -> None:
         return None
 

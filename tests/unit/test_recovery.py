@@ -72,13 +72,15 @@ def test_a_lease_must_outlast_the_publish_it_protects() -> None:
 # -- what may be resumed, and the message that resumes it -------------------------------------
 
 
-def test_completed_and_conflict_are_refused_with_a_reason() -> None:
+def test_completed_conflict_and_dead_lettered_are_refused_with_a_reason() -> None:
     plan = plan_for("doc-1")
     assert "nothing to resume" in (refusal(operation_of(plan, Stage.COMPLETED)) or "")
     stale = refusal(operation_of(plan, Stage.CONFLICT)) or ""
     assert "stale" in stale and "replan is needed" in stale
+    dead = refusal(operation_of(plan, Stage.DEAD_LETTERED)) or ""
+    assert "leaves the DLQ by a replay" in dead and "graph-ingest dlq replay" in dead
     for stage in Stage:
-        if stage not in (Stage.COMPLETED, Stage.CONFLICT):
+        if stage not in (Stage.COMPLETED, Stage.CONFLICT, Stage.DEAD_LETTERED):
             assert refusal(operation_of(plan, stage)) is None, stage
 
 
@@ -142,6 +144,9 @@ class FakeStore:
         self, operation_id: str, *, stages: Collection[Stage], claimer: str, lease_s: float
     ) -> RecoveryClaim | None:
         return next((c for c in self.claims if c.operation.operation_id == operation_id), None)
+
+    def stranded_parked(self, *, older_than_s: float, limit: int) -> list[Operation]:
+        return []
 
     def release_recovery_claim(self, operation_id: str, claimer: str) -> bool:
         self.released.append(operation_id)
@@ -286,7 +291,14 @@ def test_the_report_prints_one_line_per_operation_and_a_summary() -> None:
         "(older than 5m, limit 100, lease 5m; by recover@h:1:ab)"
     )
     shaped = json.loads(json.dumps(report_json(report)))
-    assert shaped["summary"] == {"claimed": 2, "resumed": 1, "failed": 1, "skipped": 0}
+    assert shaped["summary"] == {
+        "claimed": 2,
+        "resumed": 1,
+        "failed": 1,
+        "skipped": 0,
+        "stranded": 0,
+    }
+    assert shaped["stranded"] == []
     assert shaped["operations"][0] == {
         "operation_id": ok.operation.operation_id,
         "space": "unit",

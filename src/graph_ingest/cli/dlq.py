@@ -311,29 +311,48 @@ def replay_all(
 @dlq.command("purge")
 @click.argument("dlq_id")
 @click.option("--reason", required=True, help="Why the entry needs no replay (kept as its note).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Purge an entry that later versions wait behind; they become CONFLICT (replanned).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the resolved entry as JSON.")
 @reports_errors
-def purge(dlq_id: str, reason: str, as_json: bool) -> None:
+def purge(dlq_id: str, reason: str, force: bool, as_json: bool) -> None:
     """Resolve DLQ entry DLQ_ID: mark it RESOLVED with REASON; it is kept for audit.
 
-    A RESOLVED entry is never replayed. Exit code 3 for an unknown id, 5 for one that is
-    RESOLVED already.
+    A RESOLVED entry is never replayed. When later versions of the document wait behind its
+    operation (PARKED, or dead-lettered after it), purging it would strand them: the purge is
+    refused (exit 5), naming them. With --force it goes on and moves each of them to CONFLICT
+    (its own entry RESOLVED): the planner replans the document's newest submission on its
+    committed state. Exit code 3 for an unknown id, 5 for one that is RESOLVED already.
 
     \b
-    Example:
+    Examples:
       graph-ingest dlq purge dlq-3f2a… --reason "document deleted upstream"
+      graph-ingest dlq purge dlq-3f2a… --reason "bad extraction" --force
     """
-    from graph_ingest.dlq.status import purge as purge_entry
+    from graph_ingest.dlq.purge import purge as purge_entry
     from graph_ingest.dlq.views import entry_json
 
     settings = load_settings()
     with _store(settings) as store:
-        entry = purge_entry(store, settings.topics.dlq, dlq_id, reason)
+        purged = purge_entry(store, settings.topics.dlq, dlq_id, reason, force=force)
         now = store.database_time()
+    entry = purged.entry
     if as_json:
-        _echo_json({**entry_json(entry, now), "note": reason.strip()})
+        followers = [
+            {"operation_id": f.operation_id, "expected_revision": f.expected_revision}
+            for f in purged.followers
+        ]
+        _echo_json({**entry_json(entry, now), "note": reason.strip(), "conflicted": followers})
         return
     click.echo(f"resolved {entry.dlq_id} {entry.operation_id or '-'}: {reason.strip()}")
+    for follower in purged.followers:
+        click.echo(
+            f"conflict {follower.operation_id} (expected revision {follower.expected_revision}): "
+            "waited behind it, to be replanned on the committed state"
+        )
 
 
 @dlq.command("reindex")

@@ -39,6 +39,7 @@ from graph_ingest.consumers.admission import (
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.consumers.routing import Failure, FailureRouter, Follower, Ladder
 from graph_ingest.dlq.entries import dlq_message, with_status
+from graph_ingest.dlq.purge import leader_purged
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.plan import IngestionPlan
@@ -72,6 +73,7 @@ class Outcome(StrEnum):
     PARKED = "PARKED"
     RETRYING = "RETRYING"  # copied to the next retry tier
     DEAD_LETTERED = "DEAD_LETTERED"
+    DROPPED = "DROPPED"  # a stray copy of a dead-lettered plan (``stray_copy``)
 
 
 _OUTCOME_OF_ROUTE = {RouteKind.TIER: Outcome.RETRYING, RouteKind.DLQ: Outcome.DEAD_LETTERED}
@@ -129,6 +131,18 @@ def _utc_now() -> datetime:
 
 def _documents(works: Sequence[_Work]) -> list[tuple[str, str]]:
     return [w.document for w in works]
+
+
+_LEAVES_THE_DLQ = (kafka_headers.DLQ_REPLAY, kafka_headers.RELEASED)
+
+
+def stray_copy(operation: Operation, message: PlanMessage) -> bool:
+    """A copy of a DEAD_LETTERED operation's plan that is neither a DLQ replay nor the release of
+    a follower: a stray tier copy, a resend. A plan leaves the DLQ only by those two paths, which
+    update its entry; any other copy would take it out behind the operator's back."""
+    if operation.stage is not Stage.DEAD_LETTERED:
+        return False
+    return all(kafka_headers.header_value(message.headers, h) is None for h in _LEAVES_THE_DLQ)
 
 
 class PlanApplier:
@@ -281,6 +295,7 @@ class PlanApplier:
                         at=now,
                     ),
                     m.value or b"",
+                    kafka_headers.work_headers(m.headers),
                 )
                 for m, p in plans
             ]
@@ -304,6 +319,15 @@ class PlanApplier:
                 assert admission.reason is not None
                 kind = self._router.route(uow, Failure(message, admission.reason, None))
                 outcomes[message.position] = _OUTCOME_OF_ROUTE[kind]
+                continue
+            if stray_copy(work.operation, message):
+                log.warning(
+                    "%s: operation is DEAD_LETTERED (%s) and this copy is no DLQ replay or "
+                    "release: dropped (`graph-ingest dlq replay` takes it out of the DLQ)",
+                    message.context(),
+                    work.operation.dlq_id,
+                )
+                outcomes[message.position] = Outcome.DROPPED
                 continue
             if verdict is Verdict.CONFLICT and admission.reason is not None:
                 log.warning("%s conflict: %s", message.context(), admission.reason.message)
@@ -349,26 +373,35 @@ class PlanApplier:
         now: datetime,
     ) -> None:
         """A plan parked behind a version that is in the DLQ follows it there at once, as the
-        plans parked before it went there did: it cannot apply before that one is replayed."""
+        plans parked before it went there did: it cannot apply before that one is replayed. One
+        parked behind a version whose entry was purged would wait forever: it is a CONFLICT, so
+        that the planner replans the document on its committed state."""
         parked = [w for w in admitted if outcomes.get(w.message.position) is Outcome.PARKED]
         if not parked:
             return
-        blocking = uow.dead_lettered_at(
-            [
-                (
-                    w.plan.space,
-                    w.plan.document_id,
-                    r.revision if (r := revisions.get(w.document)) else 0,
-                )
-                for w in parked
-            ]
-        )
+        keys = [
+            (
+                w.plan.space,
+                w.plan.document_id,
+                r.revision if (r := revisions.get(w.document)) else 0,
+            )
+            for w in parked
+        ]
+        blocking = uow.dead_lettered_at(keys)
+        purged = uow.purged_leaders_at(keys)
         for work in parked:
             leader = blocking.get(work.document)
+            gone = purged.get(work.document)
             if leader is not None and work.message.value is not None:
                 follower = Follower(work.operation, work.message.value, work.message)
                 self._router.follow(uow, leader, [follower], now)
                 outcomes[work.message.position] = Outcome.DEAD_LETTERED
+            elif leader is None and gone is not None:
+                reason = leader_purged(gone)
+                log.warning("%s conflict: %s", work.message.context(), reason.message)
+                work.move(Stage.CONFLICT, at=now, reason=reason)
+                uow.save_operations(work.flush_changes())
+                outcomes[work.message.position] = Outcome.CONFLICT
 
     def _write_graph(self, admitted: list[_Work]) -> None:
         """Registrations, the graph write and GRAPH_APPLIED, fenced by the document locks."""
@@ -444,10 +477,10 @@ class PlanApplier:
                 [(p.space, p.document_id, p.next_state.revision) for p in conflicted]
             )
             orphans = [
-                (op, plan)
-                for op, data in waiting
-                if op.stage is Stage.PARKED
-                and (plan := decode_plan(data)).base_operation_id in dead
+                (stored.operation, plan)
+                for stored in waiting
+                if stored.operation.stage is Stage.PARKED
+                and (plan := decode_plan(stored.plan_bytes)).base_operation_id in dead
             ]
             uow.save_operations(
                 [op.transition(Stage.CONFLICT, now, orphan_reason(plan)) for op, plan in orphans]
@@ -473,7 +506,11 @@ class PlanApplier:
         if not waiting:
             return
         followers = uow.dlq_entries(
-            [op.dlq_id for op, _ in waiting if op.stage is Stage.DEAD_LETTERED and op.dlq_id]
+            [
+                w.operation.dlq_id
+                for w in waiting
+                if w.operation.stage is Stage.DEAD_LETTERED and w.operation.dlq_id
+            ]
         )
         released = [
             with_status(entry, DlqStatus.REPLAYED, f"released: {entry.parked_behind} completed")
@@ -481,13 +518,13 @@ class PlanApplier:
         ]
         resent = [
             sized_plan_message(
-                decode_plan(plan_bytes),
+                decode_plan(w.plan_bytes),
                 self._plans_topic,
-                value=plan_bytes,
+                value=w.plan_bytes,
                 max_bytes=self._max_message_bytes,
-                headers={kafka_headers.RELEASED: "parked"},
+                headers={**w.work_headers, kafka_headers.RELEASED: "parked"},
             )
-            for _, plan_bytes in waiting
+            for w in waiting
         ]
         uow.put_dlq_entries(released)
         uow.put_plan_claims([claim for _, claim in resent if claim is not None])

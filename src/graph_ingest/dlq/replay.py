@@ -1,7 +1,8 @@
 """Replaying a DLQ entry, decided without I/O: which frozen plan goes back, or why none does.
 
 A replay re-publishes the *frozen plan* with its own operation id to the plans topic, with the
-header ``dlq_replay: <dlq id>`` and the trace id of the entry's last attempt. The applier takes it
+header ``dlq_replay: <dlq id>``, the trace id of the entry's last attempt and the work headers
+(``traceparent``, ``submission_id``) the plan first came with. The applier takes it
 up like any plan; if it fails again, it returns to the same entry with its history extended (a
 replayed message is never retried, so there is no loop). Nothing is re-planned, so what a frozen
 plan can no longer do is refused here, saying what to do instead:
@@ -26,7 +27,8 @@ headers as the producer sent them, with ``dlq_replay: <dlq id>``; the planner pl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from graph_ingest.consumers.admission import binding_mismatch
@@ -64,6 +66,8 @@ class Replay:
     waits_for: int | None = None
     """The revision the document must reach before the plan can apply (it parks until then);
     None when the document is at the plan's expected revision."""
+    work_headers: Mapping[str, str] = field(default_factory=dict)
+    """Whose work the plan is (``kafka.headers.WORK_HEADERS``): carried on the replay."""
 
     def message(self, topic: str, *, max_bytes: int) -> tuple[OutboxMessage, PlanClaim | None]:
         """The plan's message (a claim-check reference past ``max_bytes``, with the claim to
@@ -74,6 +78,7 @@ class Replay:
             value=self.plan_bytes,
             max_bytes=max_bytes,
             headers={
+                **self.work_headers,
                 kafka_headers.DLQ_REPLAY: self.entry.dlq_id,
                 kafka_headers.TRACE_ID: self.trace_id,
             },

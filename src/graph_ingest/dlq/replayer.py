@@ -36,6 +36,7 @@ from graph_ingest.dlq.status import set_status
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import ErrorInfo
 from graph_ingest.errors import GraphIngestError
+from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import BatchProducer
 from graph_ingest.producers.recovery import is_service_failure
 from graph_ingest.resilience.classify import error_info
@@ -161,6 +162,10 @@ class DlqReplayer:
             source=source,
             trace_id=envelope.attempts[-1].trace_id,
             waits_for=waits_for(plan, committed),
+            work_headers={
+                **kafka_headers.work_headers([(h.key, h.value) for h in envelope.original_headers]),
+                **(self._store.get_work_headers(operation.operation_id) if operation else {}),
+            },
         )
 
     def _check_leader(self, entry: DlqEntry) -> None:
@@ -174,10 +179,10 @@ class DlqReplayer:
         if waiting:
             raise DlqWaiting(waiting)
 
-    def replay(self, dlq_id: str, *, force: bool = False) -> ReplayItem:
-        """Replay one entry now. Raises DlqEntryNotFound, DlqRefused, or the error of the service
-        that failed."""
-        return self._publish(self.prepare(self.entry(dlq_id), force=force))
+    def replay(self, dlq_id: str, *, force: bool = False, by: str = "dlq replay") -> ReplayItem:
+        """Replay one entry now (``by``: which command, noted on the entry). Raises
+        DlqEntryNotFound, DlqRefused, or the error of the service that failed."""
+        return self._publish(self.prepare(self.entry(dlq_id), force=force), by=by)
 
     def count(self, query: DlqQuery) -> int:
         """How many entries ``replay_all(query)`` would look at (at most)."""
@@ -254,7 +259,7 @@ class DlqReplayer:
         if not throttle.turn():
             return None
         try:
-            return self._publish(ready)
+            return self._publish(ready, by="dlq replay-all")
         except GraphIngestError as exc:
             info = error_info(exc)
             log.error(
@@ -266,7 +271,7 @@ class DlqReplayer:
             )
             return ReplayItem(entry, Action.FAILED, source=ready.source, error=info)
 
-    def _publish(self, ready: Replay | RequestReplay) -> ReplayItem:
+    def _publish(self, ready: Replay | RequestReplay, *, by: str) -> ReplayItem:
         entry = ready.entry
         if isinstance(ready, RequestReplay):
             message = ready.outgoing
@@ -286,7 +291,7 @@ class DlqReplayer:
             ready.source,
         )
         what = "its request" if isinstance(ready, RequestReplay) else f"{ready.source} plan"
-        note = f"replayed to {message.topic} ({what})"
+        note = f"replayed to {message.topic} ({what}) by {by}"
         marked = set_status(
             self._store, self._dlq_topic, entry.dlq_id, DlqStatus.REPLAYED, note, seen=entry
         )

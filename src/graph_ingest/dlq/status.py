@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from graph_ingest.dlq.entries import dlq_message, with_status
-from graph_ingest.dlq.errors import DlqEntryNotFound, DlqRefused
+from graph_ingest.dlq.errors import DlqEntryNotFound
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.limits import MAX_ERROR_MESSAGE_LENGTH, bounded_text
 from graph_ingest.store.base import DlqEntry, OperationStore
@@ -52,21 +52,4 @@ def set_status(
     return changed
 
 
-def purge(store: OperationStore, dlq_topic: str, dlq_id: str, reason: str) -> DlqEntry:
-    """Resolve the entry with ``reason`` as its note: it stays in the index and on the topic, for
-    audit, and is never replayed. An entry RESOLVED already is refused."""
-    if not reason.strip():
-        raise DlqRefused("a purge needs a reason (--reason TEXT): it is kept for audit")
-
-    def not_resolved(entry: DlqEntry) -> None:
-        if entry.status is DlqStatus.RESOLVED:
-            raise DlqRefused(f"entry {dlq_id} is RESOLVED already")
-
-    changed = set_status(
-        store, dlq_topic, dlq_id, DlqStatus.RESOLVED, reason.strip(), check=not_resolved
-    )
-    assert changed is not None  # without ``seen``, never None
-    return changed
-
-
-__all__ = ["purge", "set_status"]
+__all__ = ["MAX_NOTE_LENGTH", "set_status"]

@@ -61,6 +61,11 @@ ERROR_CLASS = "error_class"
 ERROR_MESSAGE = "error_message"
 TRACE_ID = "trace_id"
 
+# The headers that say whose work a plan is (the trace it belongs to, the submission it came
+# from): kept with the operation at its first admission and carried on every re-send of its plan
+# (resume, recover, release, DLQ replay), so that neither the trace nor the submission loses it.
+WORK_HEADERS = (TRACEPARENT, SUBMISSION_ID)
+
 
 def headers_of(message: Message) -> tuple[tuple[str, bytes | None], ...]:
     """A consumed confluent-kafka message's headers as (name, bytes) pairs, in order, repeats
@@ -109,6 +114,21 @@ def header_id(headers: Headers, name: str) -> str | None:
             f"header {name} is no storable id (1 to {MAX_ID_LENGTH} characters, no NUL): "
             f"{len(text)} characters, {text[:40]!r}"
         ) from None
+
+
+def work_headers(headers: Headers) -> dict[str, str]:
+    """The ``WORK_HEADERS`` a message carries, as text; a value that is no storable id (not
+    UTF-8, a NUL, past MAX_ID_LENGTH characters) identifies nothing a re-send could carry, and is
+    left out."""
+    found: dict[str, str] = {}
+    for name in WORK_HEADERS:
+        try:
+            text = header_id(headers, name)
+        except MalformedHeader:
+            continue
+        if text:
+            found[name] = text
+    return found
 
 
 def trace_id_from_headers(headers: Headers) -> str | None:
@@ -223,6 +243,7 @@ __all__ = [
     "SUBMISSION_ID",
     "TRACEPARENT",
     "TRACE_ID",
+    "WORK_HEADERS",
     "Headers",
     "RetryHeaders",
     "header_id",
@@ -231,4 +252,5 @@ __all__ = [
     "headers_of",
     "trace_id_from_headers",
     "with_retry_headers",
+    "work_headers",
 ]

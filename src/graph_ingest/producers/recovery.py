@@ -2,16 +2,21 @@
 not finish, so that the applier's admission takes it up again from its stage.
 
 Nothing is re-planned and nothing is re-encoded: the message carries the very bytes the applier
-stored when it first admitted the plan, under the plan's key and headers (``plan_message``), plus
-``resumed: resume|recover``. Admission does the rest: FAILED, PARKED and DEAD_LETTERED go back to
-PREPARED, GRAPH_APPLIED goes on at the state commit, an operation that has meanwhile COMPLETED is a
-duplicate. Re-publishing is therefore always safe; the leases only keep it from happening twice.
+stored when it first admitted the plan, under the plan's key and headers (``plan_message``), with
+the work headers admission kept (``traceparent``, ``submission_id``) and ``resumed:
+resume|recover``. Admission does the rest: FAILED and PARKED go back to PREPARED, GRAPH_APPLIED
+goes on at the state commit, an operation that has meanwhile COMPLETED is a duplicate.
+Re-publishing is therefore always safe; the leases only keep it from happening twice. A
+DEAD_LETTERED operation is not resumed here: it leaves the DLQ only by a replay of its entry
+(``dlq.replayer``), which records it there (``graph-ingest resume`` takes that path).
 
 ``recover`` claims a bounded batch of stranded operations, oldest first, each under a lease
 (``RecoveryStore``; a PARKED one only once its predecessor has committed, i.e. its release was
 lost), and re-publishes them one by one: a plan that cannot be re-published is
 reported and the others go on; a service that is down ends the run (the rest are released,
-not attempted).
+not attempted). It also reports the PARKED operations whose predecessor is gone (no operation
+that would commit the revision they wait for is on its way, e.g. its DLQ entry was purged):
+re-publishing them would only park them again; they need a person.
 """
 
 from __future__ import annotations
@@ -40,12 +45,15 @@ from graph_ingest.store.base import OutboxMessage, PlanClaim, RecoveryClaim, Rec
 
 log = logging.getLogger(__name__)
 
-RESUMABLE_STAGES = frozenset(stage for stage in Stage if not stage.is_terminal)
-"""What ``resume`` re-publishes: every stage an operation can still leave."""
+RESUMABLE_STAGES = frozenset(
+    stage for stage in Stage if not stage.is_terminal and stage is not Stage.DEAD_LETTERED
+)
+"""What ``resume`` and ``recover`` re-publish: every stage an operation can still leave, but
+DEAD_LETTERED. A dead-lettered operation waits for a person and leaves the DLQ by a replay of its
+entry, which updates the entry (the applier drops any other copy of its plan)."""
 
-RECOVERABLE_STAGES = RESUMABLE_STAGES - {Stage.DEAD_LETTERED}
-"""What ``recover`` scans for. A dead-lettered operation waits for a person (DLQ replay, or an
-explicit ``resume``); a recoverer bringing it back would undo that decision."""
+RECOVERABLE_STAGES = RESUMABLE_STAGES
+"""What ``recover`` scans for: the same stages."""
 
 
 class OperationNotFound(GraphIngestError):
@@ -53,7 +61,8 @@ class OperationNotFound(GraphIngestError):
 
 
 class NotResumable(GraphIngestError):
-    """The operation is finished (COMPLETED) or its plan is stale (CONFLICT)."""
+    """The operation is finished (COMPLETED), its plan is stale (CONFLICT), or it is in the DLQ
+    (DEAD_LETTERED: replay its entry)."""
 
     code = StatusCode.FAILED_PRECONDITION
 
@@ -74,6 +83,11 @@ def refusal(operation: Operation) -> str | None:
             f"operation {operation.operation_id} is CONFLICT: the plan is stale (document "
             f"{operation.space}/{operation.document_id} moved past revision "
             f"{operation.expected_revision}), a replan is needed"
+        )
+    if operation.stage is Stage.DEAD_LETTERED:
+        return (
+            f"operation {operation.operation_id} is DEAD_LETTERED: it leaves the DLQ by a replay "
+            f"of its entry (`graph-ingest dlq replay {operation.dlq_id}`)"
         )
     if operation.stage not in RESUMABLE_STAGES:  # pragma: no cover - a stage added later
         return f"operation {operation.operation_id} is {operation.stage}: not resumable"
@@ -106,7 +120,7 @@ def resume_message(
             topic,
             value=claim.plan_bytes,
             max_bytes=max_bytes,
-            headers={kafka_headers.RESUMED: via},
+            headers={**claim.work_headers, kafka_headers.RESUMED: via},
         )
     except GraphIngestError as exc:  # the fingerprint no longer matches the content
         raise StoredPlanUnusable(str(exc)) from exc
@@ -135,6 +149,8 @@ class RecoveryReport:
     limit: int
     lease_s: float
     items: tuple[Recovered, ...]
+    stranded: tuple[Operation, ...] = ()
+    """PARKED operations whose predecessor is gone: nothing will release them (reported only)."""
 
     def count(self, action: Action) -> int:
         return sum(item.action is action for item in self.items)
@@ -249,12 +265,14 @@ class Recoverer:
                     )
                 continue
             items.append(_recovered(claim, Action.RESUMED))
+        stranded = self._store.stranded_parked(older_than_s=older_than_s, limit=limit)
         return RecoveryReport(
             claimed_by=claimer,
             older_than_s=older_than_s,
             limit=limit,
             lease_s=settings.lease_s,
             items=tuple(items),
+            stranded=tuple(stranded),
         )
 
     def _publish(self, claim: RecoveryClaim, *, via: str) -> None:

@@ -6,9 +6,9 @@ The applier decides (domain logic); the store only reads and writes, inside one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
@@ -24,6 +24,11 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.errors import GraphIngestError
 
 OperationEventEncoder = Callable[[Operation], bytes]
+
+ON_ITS_WAY = frozenset(
+    {Stage.PREPARED, Stage.FAILED, Stage.GRAPH_APPLIED, Stage.STATE_COMMITTED, Stage.PARKED}
+)
+"""The stages of an operation that may still commit its revision without a person deciding."""
 
 
 class StoreError(GraphIngestError):
@@ -76,6 +81,18 @@ class CommittedElements:
 class NewOperation:
     operation: Operation
     plan_bytes: bytes
+    work_headers: Mapping[str, str] = field(default_factory=dict)
+    """The headers that say whose work it is (``kafka.headers.WORK_HEADERS``), as first admitted:
+    every re-send of the plan carries them."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPlan:
+    """An operation with its frozen plan and its work headers, as admission stored them."""
+
+    operation: Operation
+    plan_bytes: bytes
+    work_headers: Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +301,8 @@ class RecoveryClaim:
     lease_until: datetime
     claims: int
     """How often the operation has been claimed for recovery, this claim included."""
+    work_headers: Mapping[str, str] = field(default_factory=dict)
+    """The headers admission kept with the operation (``NewOperation.work_headers``)."""
 
 
 class UnitOfWork(Protocol):
@@ -334,8 +353,8 @@ class UnitOfWork(Protocol):
     def ensure_history(self, states: Sequence[DocumentState]) -> None:
         """Insert history rows that are missing (repair after a crash between commit steps)."""
 
-    def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[tuple[Operation, bytes]]:
-        """Operations waiting for (space, document_id, expected_revision), with their plan bytes:
+    def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[StoredPlan]:
+        """Operations waiting for (space, document_id, expected_revision), with their plan:
         PARKED, or DEAD_LETTERED behind an operation they followed to the DLQ (their entry still
         pending review)."""
 
@@ -365,6 +384,18 @@ class UnitOfWork(Protocol):
         """Per (space, document_id, revision): a DEAD_LETTERED operation of the document that
         expects that revision and whose DLQ entry is pending review — the one every later
         version waits behind."""
+
+    def purged_leaders_at(
+        self, keys: Sequence[tuple[str, str, int]]
+    ) -> dict[tuple[str, str], Operation]:
+        """Per (space, document_id, revision): a DEAD_LETTERED operation of the document that
+        expects that revision and whose DLQ entry was purged (RESOLVED), when no other operation
+        on its way (``ON_ITS_WAY``, or dead-lettered and not RESOLVED) expects it: that revision
+        never commits, and a version waiting for a later one waits forever."""
+
+    def waiting_behind(self, leader: Operation) -> list[Operation]:
+        """The later versions of ``leader``'s document (locked): PARKED, or DEAD_LETTERED with
+        their entry pending review; in revision order."""
 
     def dlq_entries(self, dlq_ids: Sequence[str]) -> dict[str, DlqEntry]:
         """The DLQ index rows that exist, locked (FOR UPDATE), keyed by id."""
@@ -408,6 +439,10 @@ class OperationStore(Protocol):
     def get_operation(self, operation_id: str) -> Operation | None: ...
 
     def get_plan_bytes(self, operation_id: str) -> bytes | None: ...
+
+    def get_work_headers(self, operation_id: str) -> dict[str, str]:
+        """The work headers admission stored with the operation; empty when it has none."""
+        ...
 
     def get_document_state(self, space: str, document_id: str) -> DocumentState | None: ...
 
@@ -523,6 +558,12 @@ class RecoveryStore(Protocol):
         """Take the lease of one operation if it is in ``stages``, whoever held it (an operator's
         explicit resume); None if it does not exist or is in another stage."""
 
+    def stranded_parked(self, *, older_than_s: float, limit: int) -> list[Operation]:
+        """PARKED operations unchanged for ``older_than_s`` whose predecessor is gone: no
+        operation expecting their document's committed revision is on its way (``ON_ITS_WAY``, or
+        DEAD_LETTERED with an entry that is not RESOLVED), so the revision they wait for never
+        commits. Oldest first, at most ``limit``."""
+
     def release_recovery_claim(self, operation_id: str, claimer: str) -> bool:
         """End ``claimer``'s lease early (its re-publish failed); False if it holds none."""
 
@@ -531,6 +572,7 @@ class RecoveryStore(Protocol):
 
 
 __all__ = [
+    "ON_ITS_WAY",
     "CommittedElements",
     "CommittedRevision",
     "DlqCount",
@@ -549,6 +591,7 @@ __all__ = [
     "Replan",
     "ReplanOutcome",
     "StoreError",
+    "StoredPlan",
     "Submission",
     "UnitOfWork",
 ]

@@ -126,6 +126,11 @@ class PostgresOperationStore:
         return None if row is None else bytes(row["plan_bytes"])
 
     @translated
+    def get_work_headers(self, operation_id: str) -> dict[str, str]:
+        row = self._fetch_one(sql.GET_WORK_HEADERS, (operation_id,))
+        return {} if row is None else dict(row["work_headers"])
+
+    @translated
     def get_document_state(self, space: str, document_id: str) -> DocumentState | None:
         row = self._fetch_one(sql.GET_DOCUMENT_STATE, (space, document_id))
         return None if row is None else rows.state_from_row(row)
@@ -288,6 +293,19 @@ class PostgresOperationStore:
             },
         )
         return None if row is None else rows.recovery_claim_from_row(row)
+
+    @translated
+    def stranded_parked(self, *, older_than_s: float, limit: int) -> list[Operation]:
+        found = self._fetch_all(
+            sql.STRANDED_PARKED,
+            {
+                "parked": Stage.PARKED.value,
+                "older_than_s": float(older_than_s),
+                "limit": limit,
+                **rows.on_its_way_params(),
+            },
+        )
+        return [rows.operation_from_row(row) for row in found]
 
     @translated
     def release_recovery_claim(self, operation_id: str, claimer: str) -> bool:

@@ -13,14 +13,17 @@ from graph_ingest.domain.error_detail import ErrorDetail
 from graph_ingest.domain.limits import storable_text
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import ErrorInfo, Operation
+from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.store.base import (
+    ON_ITS_WAY,
     CommittedElements,
     DlqCount,
     DlqEntry,
     DlqQuery,
     FailureAttempt,
+    NewOperation,
     OutboxMessage,
     PlanClaim,
     RecoveryClaim,
@@ -116,19 +119,20 @@ def event_headers(op: Operation) -> str:
 
 
 def new_operation_columns(
-    rows: Sequence[tuple[Operation, bytes, bytes]],
+    rows: Sequence[tuple[NewOperation, bytes]],
 ) -> Columns:
-    """(operation, plan bytes, encoded PREPARED event) -> INSERT_OPERATIONS parameters."""
+    """(new operation, encoded PREPARED event) -> INSERT_OPERATIONS parameters."""
     values = [
         {
-            **snapshot_values(op),
-            **{name: getattr(op, name) for name in _IDENTITY_FIELDS},
-            "plan_bytes": plan,
-            "message_key": op.operation_id.encode(),
+            **snapshot_values(new.operation),
+            **{name: getattr(new.operation, name) for name in _IDENTITY_FIELDS},
+            "plan_bytes": new.plan_bytes,
+            "message_key": new.operation.operation_id.encode(),
             "message_value": event,
-            "headers": event_headers(op),
+            "headers": event_headers(new.operation),
+            "work_headers": _json(dict(new.work_headers)),
         }
-        for op, plan, event in rows
+        for new, event in rows
     ]
     names = (
         *_SNAPSHOT_FIELDS,
@@ -137,6 +141,7 @@ def new_operation_columns(
         "message_key",
         "message_value",
         "headers",
+        "work_headers",
     )
     return columns(values, names)
 
@@ -191,6 +196,7 @@ def recovery_claim_from_row(row: Row) -> RecoveryClaim:
     return RecoveryClaim(
         operation=operation_from_row(row),
         plan_bytes=bytes(row["plan_bytes"]),
+        work_headers=dict(row["work_headers"]),
         claimed_by=row["recovery_claimed_by"],
         lease_until=row["recovery_lease_until"],
         claims=row["recovery_claims"],
@@ -462,4 +468,13 @@ def plan_claim_columns(claims: Sequence[PlanClaim]) -> Columns:
         "operation_id": [c.operation_id for c in claims],
         "fingerprint": [c.fingerprint for c in claims],
         "plan_bytes": [c.plan_bytes for c in claims],
+    }
+
+
+def on_its_way_params() -> dict[str, Any]:
+    """The parameters of ``postgres_sql._nothing_on_its_way``."""
+    return {
+        "on_its_way": sorted(stage.value for stage in ON_ITS_WAY),
+        "dead_lettered": Stage.DEAD_LETTERED.value,
+        "resolved": DlqStatus.RESOLVED.value,
     }

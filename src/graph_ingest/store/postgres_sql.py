@@ -21,21 +21,23 @@ WITH incoming AS (
         %(last_error_code)b::text[], %(last_error_class)b::text[], %(last_error_message)b::text[],
         %(stage_times)b::text[], %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[],
         %(created_at)b::timestamptz[], %(updated_at)b::timestamptz[],
-        %(message_key)b::bytea[], %(message_value)b::bytea[], %(headers)b::text[]
+        %(message_key)b::bytea[], %(message_value)b::bytea[], %(headers)b::text[],
+        %(work_headers)b::text[]
     ) WITH ORDINALITY AS i(
         operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
         sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
-        next_retry_at, dlq_id, created_at, updated_at, message_key, message_value, headers, ord
+        next_retry_at, dlq_id, created_at, updated_at, message_key, message_value, headers,
+        work_headers, ord
     )
 ), inserted AS (
     INSERT INTO operations (
         operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
         sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
-        next_retry_at, dlq_id, created_at, updated_at
+        next_retry_at, dlq_id, created_at, updated_at, work_headers
     )
     SELECT operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
            sequence, attempts, last_error_code, last_error_class, last_error_message,
-           stage_times::jsonb, next_retry_at, dlq_id, created_at, updated_at
+           stage_times::jsonb, next_retry_at, dlq_id, created_at, updated_at, work_headers::jsonb
     FROM incoming
     ORDER BY operation_id  -- a stable order: concurrent inserters wait instead of deadlocking
     ON CONFLICT (operation_id) DO NOTHING
@@ -265,7 +267,7 @@ JOIN unnest(%(space)b::text[], %(entity_type)b::text[], %(normalized_name)b::tex
 PARKED_BEHIND = (
     "SELECT "
     + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
-    + """, o.plan_bytes
+    + """, o.plan_bytes, o.work_headers
 FROM operations AS o
 JOIN unnest(%(space)b::text[], %(document_id)b::text[], %(expected_revision)b::int[])
   WITH ORDINALITY AS k(space, document_id, expected_revision, ord)
@@ -331,18 +333,60 @@ FOR UPDATE
 """
 )
 
-DEAD_LETTERED_AT = (
-    "SELECT DISTINCT ON (o.space, o.document_id) "
-    + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
-    + """
+
+def _nothing_on_its_way(revision: str) -> str:
+    """No operation of the document of ``o`` that expects ``revision`` (an SQL expression) is on
+    its way to commit it: in flight or parked (``%(on_its_way)s``), or dead-lettered with an
+    entry that is not RESOLVED (a replay may still bring it)."""
+    return f"""NOT EXISTS (
+      SELECT 1
+      FROM operations AS p
+      LEFT JOIN dlq_entries AS pd ON pd.dlq_id = p.dlq_id
+      WHERE p.space = o.space AND p.document_id = o.document_id
+        AND p.expected_revision = {revision}
+        AND (p.stage = ANY(%(on_its_way)b::text[])
+             OR (p.stage = %(dead_lettered)b AND pd.status IS DISTINCT FROM %(resolved)b)))"""
+
+
+def _dead_lettered_at(entry_status: str, condition: str | None = None) -> str:
+    """Per (space, document_id, expected_revision) of the keys: the oldest DEAD_LETTERED operation
+    expecting that revision whose entry has status ``entry_status`` (a parameter), where
+    ``condition`` (if any) holds."""
+    also = f" AND {condition}" if condition else ""
+    return (
+        "SELECT DISTINCT ON (o.space, o.document_id) "
+        + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
+        + f"""
 FROM operations AS o
 JOIN unnest(%(space)b::text[], %(document_id)b::text[], %(expected_revision)b::int[])
   AS k(space, document_id, expected_revision)
   ON o.space = k.space AND o.document_id = k.document_id
  AND o.expected_revision = k.expected_revision
-JOIN dlq_entries AS d ON d.dlq_id = o.dlq_id AND d.status = %(pending)b
-WHERE o.stage = %(dead_lettered)b
+JOIN dlq_entries AS d ON d.dlq_id = o.dlq_id AND d.status = {entry_status}
+WHERE o.stage = %(dead_lettered)b{also}
 ORDER BY o.space, o.document_id, o.created_at, o.operation_id
+"""
+    )
+
+
+DEAD_LETTERED_AT = _dead_lettered_at("%(pending)b")
+
+# A purged leader: its entry RESOLVED, and nothing else on its way to commit its revision.
+PURGED_LEADERS_AT = _dead_lettered_at("%(resolved)b", _nothing_on_its_way("o.expected_revision"))
+
+# The later versions of a document that wait behind its operation expecting %(revision)s: parked,
+# or dead-lettered with an entry still pending review (they followed it to the DLQ).
+WAITING_BEHIND = (
+    "SELECT"
+    + OPERATION_COLUMNS
+    + """
+FROM operations AS o
+WHERE o.space = %(space)b AND o.document_id = %(document_id)b
+  AND o.expected_revision > %(revision)b
+  AND (o.stage = %(parked)b OR (o.stage = %(dead_lettered)b AND EXISTS (
+        SELECT 1 FROM dlq_entries AS d WHERE d.dlq_id = o.dlq_id AND d.status = %(pending)b)))
+ORDER BY o.expected_revision, o.created_at, o.operation_id
+FOR UPDATE
 """
 )
 
@@ -415,6 +459,7 @@ ORDER BY o.space, o.document_id, o.created_at, o.operation_id
 GET_OPERATION = "SELECT" + OPERATION_COLUMNS + "\nFROM operations WHERE operation_id = %s"
 
 GET_PLAN_BYTES = "SELECT plan_bytes FROM operations WHERE operation_id = %s"
+GET_WORK_HEADERS = "SELECT work_headers FROM operations WHERE operation_id = %s"
 
 GET_DOCUMENT_STATE = """
 SELECT d.space, d.document_id, d.revision, d.operation_id, d.content_hash, d.document_version,
@@ -528,7 +573,8 @@ ORDER BY code, status
 _RECOVERY_RETURNING = (
     "RETURNING "
     + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
-    + ", o.plan_bytes, o.recovery_claimed_by, o.recovery_lease_until, o.recovery_claims"
+    + ", o.plan_bytes, o.work_headers, o.recovery_claimed_by, o.recovery_lease_until,"
+    + " o.recovery_claims"
 )
 
 # SKIP LOCKED: two recoverers claiming at once take disjoint rows, and neither waits for an
@@ -572,6 +618,25 @@ SET recovery_claimed_by = %(claimer)b,
 WHERE o.operation_id = %(operation_id)b AND o.stage = ANY(%(stages)b::text[])
 """
     + _RECOVERY_RETURNING
+)
+
+# PARKED operations whose predecessor is gone: no operation of the document that expects its
+# committed revision is on its way, so the revision they wait for never commits.
+STRANDED_PARKED = (
+    "SELECT "
+    + ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
+    + """
+FROM operations AS o
+LEFT JOIN document_states AS s ON s.space = o.space AND s.document_id = o.document_id
+WHERE o.stage = %(parked)b
+  AND o.updated_at <= now() - make_interval(secs => %(older_than_s)b)
+  AND o.expected_revision > COALESCE(s.revision, 0)
+  AND """
+    + _nothing_on_its_way("COALESCE(s.revision, 0)")
+    + """
+ORDER BY o.updated_at, o.operation_id
+LIMIT %(limit)b
+"""
 )
 
 RELEASE_RECOVERY_CLAIM = """

@@ -26,6 +26,7 @@ from graph_ingest.store.base import (
     OutboxMessage,
     PlanClaim,
     Replan,
+    StoredPlan,
     StoreError,
     Submission,
 )
@@ -80,7 +81,7 @@ class PostgresUnitOfWork:
         unique = [n for n in new if first[n.operation.operation_id] is n]
         if not unique:
             return
-        values = [(n.operation, n.plan_bytes, self._encode(n.operation)) for n in unique]
+        values = [(n, self._encode(n.operation)) for n in unique]
         self._execute(
             sql.INSERT_OPERATIONS, {**rows.new_operation_columns(values), "topic": self._topic}
         )
@@ -248,7 +249,7 @@ class PostgresUnitOfWork:
     # -- parked, outbox, failures, DLQ ------------------------------------------------------------
 
     @translated
-    def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[tuple[Operation, bytes]]:
+    def parked_behind(self, keys: Sequence[tuple[str, str, int]]) -> list[StoredPlan]:
         unique = list(dict.fromkeys(keys))
         if not unique:
             return []
@@ -261,7 +262,12 @@ class PostgresUnitOfWork:
                 "pending": DlqStatus.PENDING_REVIEW.value,
             },
         )
-        return [(rows.operation_from_row(row), bytes(row["plan_bytes"])) for row in found]
+        return [
+            StoredPlan(
+                rows.operation_from_row(row), bytes(row["plan_bytes"]), dict(row["work_headers"])
+            )
+            for row in found
+        ]
 
     @translated
     def enqueue(self, messages: Sequence[OutboxMessage]) -> None:
@@ -303,18 +309,45 @@ class PostgresUnitOfWork:
     def dead_lettered_at(
         self, keys: Sequence[tuple[str, str, int]]
     ) -> dict[DocumentKey, Operation]:
+        return self._by_document(
+            sql.DEAD_LETTERED_AT,
+            keys,
+            {"dead_lettered": Stage.DEAD_LETTERED.value, "pending": DlqStatus.PENDING_REVIEW.value},
+        )
+
+    @translated
+    def purged_leaders_at(
+        self, keys: Sequence[tuple[str, str, int]]
+    ) -> dict[DocumentKey, Operation]:
+        return self._by_document(sql.PURGED_LEADERS_AT, keys, rows.on_its_way_params())
+
+    def _by_document(
+        self, query: str, keys: Sequence[tuple[str, str, int]], params: Mapping[str, Any]
+    ) -> dict[DocumentKey, Operation]:
+        """The operation ``query`` finds per (space, document_id, expected_revision) key."""
         unique = list(dict.fromkeys(keys))
         if not unique:
             return {}
         found = self._fetch(
-            sql.DEAD_LETTERED_AT,
+            query,
+            {**rows.key_columns(("space", "document_id", "expected_revision"), unique), **params},
+        )
+        return {(row["space"], row["document_id"]): rows.operation_from_row(row) for row in found}
+
+    @translated
+    def waiting_behind(self, leader: Operation) -> list[Operation]:
+        found = self._fetch(
+            sql.WAITING_BEHIND,
             {
-                **rows.key_columns(("space", "document_id", "expected_revision"), unique),
+                "space": leader.space,
+                "document_id": leader.document_id,
+                "revision": leader.expected_revision,
+                "parked": Stage.PARKED.value,
                 "dead_lettered": Stage.DEAD_LETTERED.value,
                 "pending": DlqStatus.PENDING_REVIEW.value,
             },
         )
-        return {(row["space"], row["document_id"]): rows.operation_from_row(row) for row in found}
+        return [rows.operation_from_row(row) for row in found]
 
     @translated
     def dlq_entries(self, dlq_ids: Sequence[str]) -> dict[str, DlqEntry]:
