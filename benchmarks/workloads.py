@@ -62,6 +62,7 @@ def plan(
         document_version=str(expected + 1),
         operation_id=operation,
         expected_revision=expected,
+        base_operation_id=previous.operation_id if previous else None,
         graph=graph,
         mutation=Mutation(
             node_upserts=tuple(NodeUpsert(node_id=n, properties=dict(p)) for n, p in nodes),
@@ -73,6 +74,7 @@ def plan(
             document_id=document,
             revision=expected + 1,
             operation_id=operation,
+            base_operation_id=previous.operation_id if previous else None,
             content_hash=f"sha256:{document}:{expected + 1}",
             document_version=str(expected + 1),
             node_ids=tuple(n for n, _ in nodes),

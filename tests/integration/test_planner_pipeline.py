@@ -279,3 +279,25 @@ def test_a_node_the_next_version_no_longer_mentions_leaves_the_graph(pipeline: P
     assert pipeline.graph_elements() == (set(state.node_ids), set(state.edge_keys))
     assert len(state.node_ids) < len(v1.next_state.node_ids)
     assert CliRunner(env=pipeline.env()).invoke(cli, ["reconcile"]).exit_code == 0
+
+
+def test_a_node_another_document_listed_since_the_plan_was_made_is_not_deleted(
+    pipeline: Pipeline,
+) -> None:
+    # Given v2 of document a, planned to delete the Billing API (no other document listed it)
+    pipeline.start_applier()
+    planner, _ = planner_for(pipeline)
+    apply(pipeline, planner.plan(request("a", DOC_A)))
+    v2 = planner.plan(request("a", "Bob is a member of the Payments Team.", document_version="2"))
+    billing = {n for n in v2.mutation.node_deletes}
+    assert billing
+    # When document b, which mentions them, commits before v2 applies
+    b = planner.plan(request("b", "The Ledger Service depends on the Billing API."))
+    apply(pipeline, b)
+    apply(pipeline, v2)
+    # Then what b lists stays: the graph holds exactly what the committed states list
+    states = [pipeline.store.get_document_state("kb", d) for d in ("a", "b")]
+    nodes = {n for s in states for n in s.node_ids}  # type: ignore[union-attr]
+    edges = {k for s in states for k in s.edge_keys}  # type: ignore[union-attr]
+    assert pipeline.graph_elements() == (nodes, edges)
+    assert billing & nodes

@@ -124,12 +124,21 @@ def new_op(n: int | str, *, doc: str | None = None, expected: int = 0) -> Operat
     )
 
 
-def state(doc: str, revision: int, op_id: str, facts: tuple[FactSource, ...] = ()) -> DocumentState:
+def state(
+    doc: str,
+    revision: int,
+    op_id: str,
+    facts: tuple[FactSource, ...] = (),
+    *,
+    base: str | None = None,
+) -> DocumentState:
+    """``base``: the operation the state was planned on (by default ``op-<revision - 1>``)."""
     return DocumentState(
         space=SPACE,
         document_id=doc,
         revision=revision,
         operation_id=op_id,
+        base_operation_id=base or (f"op-{revision - 1}" if revision > 1 else None),
         content_hash=f"sha256:{doc}:{revision}",
         document_version=f"v{revision}",
         node_ids=(f"{doc}-n2", f"{doc}-n1"),
@@ -319,6 +328,10 @@ def test_commit_document_states_compare_and_set(store: PostgresOperationStore) -
         failed = uow.commit_document_states([state("d1", 1, "op-again"), state("d3", 0, "op-zero")])
         assert failed == {(SPACE, "d1"), (SPACE, "d3")}  # revision 1 exists; 0 never commits
         assert uow.commit_document_states([state("d1", 3, "op-skip")]) == {(SPACE, "d1")}
+        # revision 1 is there, but committed by another lineage than the one planned on
+        assert uow.commit_document_states([state("d1", 2, "op-b", base="op-lost")]) == {
+            (SPACE, "d1")
+        }
         assert uow.commit_document_states([state("d1", 2, "op-2")]) == set()
         revisions = uow.document_revisions([(SPACE, "d1"), (SPACE, "d2"), (SPACE, "d1")])
     assert {k: (v.revision, v.operation_id) for k, v in revisions.items()} == {

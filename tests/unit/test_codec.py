@@ -129,6 +129,7 @@ def rich_plan(**overrides: Any) -> IngestionPlan:
             node_deletes=("n:gone", "n:gone2"),
             edge_deletes=(old_edge,),
             detach_deleted_nodes=True,
+            deletes_if_unreferenced=True,
         ),
         "next_state": DocumentState(
             space="research",
@@ -769,9 +770,15 @@ def test_a_plan_written_with_plan_v1_decodes_and_keeps_its_fingerprint() -> None
             "kept_edge_keys": (),
         }
     )
-    plan = rich_plan(next_state=state, expected_revision=0, base_operation_id=None)
+    plan = rich_plan(
+        next_state=state,
+        expected_revision=0,
+        base_operation_id=None,
+        mutation=rich_plan().mutation.model_copy(update={"deletes_if_unreferenced": False}),
+    )
     record = codec._plan_record(plan)
     del record["base_operation_id"]
+    del record["mutation"]["deletes_if_unreferenced"]
     for name in (
         "schema_version",
         "extraction_fingerprint",
@@ -806,6 +813,10 @@ def test_what_a_state_was_planned_with_is_part_of_the_fingerprint() -> None:
     assert other_base.fingerprint != plan.fingerprint
     unkept = rich_plan(next_state=plan.next_state.model_copy(update={"kept_edge_keys": ()}))
     assert unkept.fingerprint != plan.fingerprint
+    unconditional = rich_plan(
+        mutation=plan.mutation.model_copy(update={"deletes_if_unreferenced": False})
+    )
+    assert unconditional.fingerprint != plan.fingerprint
     later_source = plan.next_state.model_copy(update={"source_updated_at": AT})
     assert rich_plan(next_state=later_source).fingerprint == plan.fingerprint
 

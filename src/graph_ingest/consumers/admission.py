@@ -139,28 +139,22 @@ def lineage_conflict_reason(plan: IngestionPlan, committed: CommittedRevision | 
 def unless_orphaned(
     admission: Admission, stage: Stage, plan: IngestionPlan, base: Operation | None
 ) -> Admission:
-    """A PARK whose base will never commit is a CONFLICT: the plan's base operation conflicted
-    (the state it was planned on never comes) or was never admitted. Replanned, it applies."""
-    if admission.verdict is not Verdict.PARK or (
-        base is not None and base.stage is not Stage.CONFLICT
-    ):
+    """A PARK whose base conflicted is a CONFLICT: the state the plan was planned on will never
+    be committed. Replanned, it applies. (A base not admitted yet may still come: it parks.)"""
+    if admission.verdict is not Verdict.PARK or base is None or base.stage is not Stage.CONFLICT:
         return admission
     return Admission(
-        Verdict.CONFLICT,
-        path=path_to(stage, Stage.CONFLICT),
-        reason=orphan_reason(plan, base_admitted=base is not None),
+        Verdict.CONFLICT, path=path_to(stage, Stage.CONFLICT), reason=orphan_reason(plan)
     )
 
 
-def orphan_reason(plan: IngestionPlan, *, base_admitted: bool = True) -> ErrorInfo:
-    """Why a plan parked on ``plan.base_operation_id`` conflicts: that operation conflicted (or,
-    ``base_admitted`` false, never was admitted)."""
-    fate = "conflicted" if base_admitted else "was never admitted"
+def orphan_reason(plan: IngestionPlan) -> ErrorInfo:
+    """Why a plan parked on ``plan.base_operation_id`` conflicts: that operation conflicted."""
     return ErrorInfo(
         code=StatusCode.FAILED_PRECONDITION,
         error_class="LineageConflict",
-        message=f"the plan was planned on {plan.base_operation_id}, which {fate}: the state it "
-        "expects will never be committed; replan against the current state",
+        message=f"the plan was planned on {plan.base_operation_id}, which conflicted: the state "
+        "it expects will never be committed; replan against the current state",
     )
 
 

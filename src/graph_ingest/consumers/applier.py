@@ -41,6 +41,7 @@ from graph_ingest.consumers.routing import Failure, FailureRouter, Follower, Lad
 from graph_ingest.dlq.entries import dlq_message, with_status
 from graph_ingest.dlq.purge import leader_purged
 from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.mutation import Mutation
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
@@ -131,6 +132,59 @@ def _utc_now() -> datetime:
 
 def _documents(works: Sequence[_Work]) -> list[tuple[str, str]]:
     return [w.document for w in works]
+
+
+def _conditional_deletes(mutation: Mutation) -> bool:
+    return mutation.deletes_if_unreferenced and bool(mutation.node_deletes or mutation.edge_deletes)
+
+
+def _guarded_mutations(uow: UnitOfWork, to_write: Sequence[_Work]) -> list[Mutation]:
+    """Each plan's mutation, less the conditional deletes (``deletes_if_unreferenced``) of nodes
+    and edges another document lists now.
+
+    A plan decides its deletes when it is planned (what no other document listed then); by the
+    time it applies, another document may have committed, or written to the graph, the same
+    element. Every node lock of the batch is taken in one statement (the locks the registry
+    takes; a stable order, so appliers cannot deadlock on them) and held until GRAPH_APPLIED:
+    an upsert of another document is then either recorded already (committed, or written and at
+    GRAPH_APPLIED: its delete is skipped here) or comes after this write (and recreates it)."""
+    deleting = [w for w in to_write if _conditional_deletes(w.plan.mutation)]
+    if not deleting:
+        return [w.plan.mutation for w in to_write]
+    nodes = [(w.document, n) for w in deleting for n in w.plan.mutation.node_deletes]
+    edges = [(w.document, k) for w in deleting for k in w.plan.mutation.edge_deletes]
+    uow.lock_nodes(
+        [(d[0], n) for d, n in nodes]
+        + [(d[0], end) for d, k in edges for end in (k.src, k.dst)]
+        + [(r.space, r.node_id) for w in to_write for r in w.plan.registrations]
+    )
+    kept_nodes, kept_edges = uow.listed_elsewhere(nodes, edges)
+    for document, data in uow.graph_applied_plans(sorted({w.plan.space for w in deleting})):
+        state = decode_plan(data).next_state
+        listed_nodes, listed_edges = set(state.node_ids), {*state.edge_keys, *state.kept_edge_keys}
+        kept_nodes |= {(d, n) for d, n in nodes if d != document and n in listed_nodes}
+        kept_edges |= {(d, k) for d, k in edges if d != document and k in listed_edges}
+    if kept_nodes or kept_edges:
+        log.info(
+            "%d node and %d edge delete(s) skipped: another document lists them now",
+            len(kept_nodes),
+            len(kept_edges),
+        )
+    return [
+        w.plan.mutation.model_copy(
+            update={
+                "node_deletes": tuple(
+                    n for n in w.plan.mutation.node_deletes if (w.document, n) not in kept_nodes
+                ),
+                "edge_deletes": tuple(
+                    k for k in w.plan.mutation.edge_deletes if (w.document, k) not in kept_edges
+                ),
+            }
+        )
+        if _conditional_deletes(w.plan.mutation)
+        else w.plan.mutation
+        for w in to_write
+    ]
 
 
 _LEAVES_THE_DLQ = (kafka_headers.DLQ_REPLAY, kafka_headers.RELEASED)
@@ -423,9 +477,14 @@ class PlanApplier:
                     f"({first.plan.base_operation_id or 'no state'}); another worker moved it on "
                     f"({len(moved)} plan(s) of the batch): nothing written, admitting again"
                 )
+            mutations = _guarded_mutations(uow, to_write)
             uow.register_entities([r for w in to_write for r in w.plan.registrations])
             self._graph.apply(
-                [(w.plan.graph, w.plan.mutation) for w in to_write if not w.plan.mutation.is_empty]
+                [
+                    (w.plan.graph, m)
+                    for w, m in zip(to_write, mutations, strict=True)
+                    if not m.is_empty
+                ]
             )
             now = self._clock()
             for work in to_write:

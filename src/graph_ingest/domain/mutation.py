@@ -104,6 +104,10 @@ class Mutation(FrozenModel):
     node_deletes: tuple[StoredId, ...] = ()
     edge_deletes: tuple[EdgeKey, ...] = ()
     detach_deleted_nodes: bool = False
+    deletes_if_unreferenced: bool = False
+    """The deletes are the planner's "delete if no other document lists it" (stale relations,
+    nodes no longer mentioned, retractions): the applier skips those another document lists
+    when it applies them. False: deletes as written (a hand-written plan's)."""
 
     @model_validator(mode="after")
     def check_unique_identities(self) -> Mutation:

@@ -204,6 +204,7 @@ def business_content_of(
             "node_deletes": sorted(m.node_deletes),
             "edge_deletes": _edges(m.edge_deletes),
             "detach_deleted_nodes": m.detach_deleted_nodes,
+            **({"deletes_if_unreferenced": True} if m.deletes_if_unreferenced else {}),
         },
         "next_state": {
             "revision": s.revision,

@@ -339,6 +339,7 @@ class Planner:
             edge_deletes=stale.edge_deletes,
             node_deletes=stale.node_deletes,
             detach_deleted_nodes=bool(stale.node_deletes),
+            deletes_if_unreferenced=True,
         )
         registrations = resolution.registrations(request.space)
         plan = self._freeze(
@@ -399,6 +400,7 @@ class Planner:
             edge_deletes=self._unclaimed_edges(key, edges),
             node_deletes=self._unclaimed_nodes(key, sorted(previous.node_ids)),
             detach_deleted_nodes=True,
+            deletes_if_unreferenced=True,
         )
         provenance = Provenance(extractor="retraction")
         return self._freeze(

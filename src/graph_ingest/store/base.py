@@ -340,6 +340,23 @@ class UnitOfWork(Protocol):
         the document's current revision, 0 when it has none). Documents without any are left
         out."""
 
+    def lock_nodes(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Take the (space, node_id) locks ``register_entities`` takes, for nodes a write
+        deletes too: whoever writes or deletes a node holds its lock until its graph write is
+        recorded (GRAPH_APPLIED), so a delete and another document's upsert never interleave."""
+
+    def listed_elsewhere(
+        self,
+        nodes: Sequence[tuple[tuple[str, str], str]],
+        edges: Sequence[tuple[tuple[str, str], EdgeKey]],
+    ) -> tuple[set[tuple[tuple[str, str], str]], set[tuple[tuple[str, str], EdgeKey]]]:
+        """Of these (document, node) and (document, edge) candidates, those another document's
+        committed state lists (an edge: among its edges or kept edges)."""
+
+    def graph_applied_plans(self, spaces: Sequence[str]) -> list[tuple[tuple[str, str], bytes]]:
+        """The frozen plans of the operations at GRAPH_APPLIED in these spaces (written to the
+        graph, their state not committed yet), by document."""
+
     def register_entities(self, registrations: Sequence[EntityRegistration]) -> None:
         """Upsert registry rows. Same (space, type, normalized name) with the same node: aliases
         union. Another node for that name, or a known node under another type: RegistryConflict,

@@ -527,6 +527,12 @@ WHERE EXISTS (
 )
 """
 
+# Plans written to the graph whose state is not committed yet (the applier's delete guard).
+GRAPH_APPLIED_PLANS = """
+SELECT space, document_id, plan_bytes FROM operations
+WHERE stage = 'GRAPH_APPLIED' AND space = ANY(%(space)b::text[])
+"""
+
 # The node ids no document's state lists (reconcile's unreferenced nodes; GIN index of 0004).
 UNLISTED_NODES = """
 SELECT k.node_id

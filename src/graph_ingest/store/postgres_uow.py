@@ -11,6 +11,7 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 
 from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState, EntityRegistration
@@ -199,6 +200,36 @@ class PostgresUnitOfWork:
             self._execute(sql.ENSURE_HISTORY, rows.state_columns(stamp_committed_at(states)))
 
     # -- registry ----------------------------------------------------------------------------
+
+    @translated
+    def lock_nodes(self, keys: Sequence[tuple[str, str]]) -> None:
+        if keys:
+            nodes = sorted(set(keys))
+            self._execute(sql.LOCK_REGISTRY_NODES, rows.key_columns(("space", "node_id"), nodes))
+
+    @translated
+    def listed_elsewhere(
+        self,
+        nodes: Sequence[tuple[DocumentKey, str]],
+        edges: Sequence[tuple[DocumentKey, EdgeKey]],
+    ) -> tuple[set[tuple[DocumentKey, str]], set[tuple[DocumentKey, EdgeKey]]]:
+        found_nodes = (
+            self._fetch(sql.CLAIMED_NODES, rows.claimed_node_columns(nodes)) if nodes else []
+        )
+        found_edges = (
+            self._fetch(sql.CLAIMED_EDGES, rows.claimed_edge_columns(edges)) if edges else []
+        )
+        return (
+            {nodes[row["ord"] - 1] for row in found_nodes},
+            {edges[row["ord"] - 1] for row in found_edges},
+        )
+
+    @translated
+    def graph_applied_plans(self, spaces: Sequence[str]) -> list[tuple[DocumentKey, bytes]]:
+        if not spaces:
+            return []
+        found = self._fetch(sql.GRAPH_APPLIED_PLANS, {"space": sorted(set(spaces))})
+        return [((row["space"], row["document_id"]), bytes(row["plan_bytes"])) for row in found]
 
     @translated
     def register_entities(self, registrations: Sequence[EntityRegistration]) -> None:
