@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from graph_ingest.consumers.admission import Verdict, decide
+from graph_ingest.consumers.admission import Verdict, decide, unless_orphaned
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage, check_transition
@@ -141,3 +141,26 @@ def test_a_new_document_plan_conflicts_with_any_committed_state_and_proceeds_on_
 
 def test_a_plan_on_its_own_base_proceeds() -> None:
     assert decide(operation_of(PLAN), PLAN, committed(PLAN, 1, BASE)).verdict is Verdict.PROCEED
+
+
+def test_a_plan_parked_on_a_base_that_conflicted_conflicts_and_one_on_a_base_to_come_parks() -> (
+    None
+):
+    later = at_revision(plan_for("doc-1"), 2, base="op-v2")
+    parked = decide(operation_of(later), later, committed(later, 1))
+    assert parked.verdict is Verdict.PARK
+    base = operation_of(at_revision(plan_for("doc-1"), 1)).model_copy(
+        update={"operation_id": "op-v2"}
+    )
+    # Given the base is still on its way (admitted, or not yet): the plan parks
+    assert unless_orphaned(parked, Stage.PREPARED, later, None) is parked
+    assert unless_orphaned(parked, Stage.PREPARED, later, base) is parked
+    # When the base conflicted, the state the plan expects never comes: it conflicts
+    dead = base.transition(Stage.CONFLICT, NOW)
+    orphaned = unless_orphaned(parked, Stage.PARKED, later, dead)
+    assert orphaned.verdict is Verdict.CONFLICT
+    assert orphaned.path == (Stage.CONFLICT,)
+    assert orphaned.reason is not None and "op-v2" in orphaned.reason.message
+    # and any other verdict is left as it is
+    proceed = decide(operation_of(PLAN), PLAN, committed(PLAN, 1))
+    assert unless_orphaned(proceed, Stage.PREPARED, PLAN, dead) is proceed
