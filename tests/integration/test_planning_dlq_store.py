@@ -10,7 +10,8 @@ import pytest
 from graph_ingest.consumers.planning_dlq import PlanningFailure, dead_letter_requests
 from graph_ingest.consumers.requests import RequestMessage
 from graph_ingest.dlq.entries import dlq_id_of_position
-from graph_ingest.dlq.status import purge, set_status
+from graph_ingest.dlq.purge import purge
+from graph_ingest.dlq.status import set_status
 from graph_ingest.domain.dlq import DlqStatus, MessageHeader
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka import headers as kafka_headers
@@ -53,7 +54,7 @@ def test_a_purged_entry_stays_purged_when_its_replay_fails_and_the_failure_is_a_
     # Given a request's entry, replayed, then purged by an operator before the replay was planned
     first, _ = fail(store, 7, T0)
     set_status(store, DLQ_TOPIC, first.dlq_id, DlqStatus.REPLAYED, "replayed by ops")
-    purged = purge(store, DLQ_TOPIC, first.dlq_id, "document withdrawn upstream")
+    purged = purge(store, DLQ_TOPIC, first.dlq_id, "document withdrawn upstream").entry
 
     # When the replayed request (offset 12) fails again
     again, messages = fail(store, 12, T0 + timedelta(minutes=5), replay_of=first.dlq_id)
