@@ -35,8 +35,10 @@ def test_publish_plan_then_status_follows_it_to_completed(pipeline: Pipeline) ->
         "STATE_COMMITTED",
         "COMPLETED",
     }
+    assert (status["plan_kind"], status["base_operation_id"]) == ("INGESTION", None)
     human = runner.invoke(cli, ["status", operation_id])
     assert "stage       COMPLETED" in human.output
+    assert "plan        INGESTION, planned on no state (a new document)" in human.output
 
 
 def test_status_of_an_unknown_operation_exits_not_found(pipeline: Pipeline) -> None:

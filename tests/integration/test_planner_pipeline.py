@@ -3,6 +3,7 @@ PostgreSQL store as the planner's view, and applied by the real applier to Neo4j
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -198,6 +199,10 @@ def test_unchanged_is_a_no_op_without_extraction_and_a_new_schema_re_extracts(
     assert state.extraction_fingerprint == first.next_state.extraction_fingerprint
     assert state.fact_sources == first.next_state.fact_sources
     assert [h.revision for h in pipeline.store.document_history("kb", "a")] == [1]
+    shown = CliRunner(env=pipeline.env()).invoke(cli, ["status", again.operation_id, "--json"])
+    status = json.loads(shown.output)
+    assert (status["stage"], status["plan_kind"]) == ("COMPLETED", "NO_OP")
+    assert status["base_operation_id"] == first.operation_id
     # and a NO_OP that arrives after its base was moved on conflicts instead of completing
     apply(pipeline, planner.plan(request("a", DOC_A_V2, document_version="2")))
     late = IngestionPlan.freeze(

@@ -9,6 +9,7 @@ import click
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.store.base import FailureAttempt, Replan, ReplanOutcome, Submission
 
@@ -79,6 +80,7 @@ def status(operation_id: str, as_json: bool) -> None:
         planned_by = submission
         if operation is not None and planned_by is None:
             planned_by = store.submission_of_operation(operation.operation_id)
+        plan = _frozen_plan(store.get_plan_bytes(operation.operation_id)) if operation else None
     finally:
         store.close()
     if operation is None and submission is not None:
@@ -93,6 +95,8 @@ def status(operation_id: str, as_json: bool) -> None:
             "failures": [_failure_json(f) for f in failures],
             "replan": _replan_json(replan),
             "replan_of": _replan_json(made_by),
+            "plan_kind": plan.kind.value if plan else None,
+            "base_operation_id": plan.base_operation_id if plan else None,
             **_issues_json(planned_by),
         }
         if submission is not None:
@@ -101,6 +105,7 @@ def status(operation_id: str, as_json: bool) -> None:
     else:
         lines = [
             _describe(operation),
+            *_describe_plan(plan),
             *_describe_replans(replan, made_by, settings.planner.max_replans),
             *_describe_failures(failures),
             *_describe_issues(planned_by),
@@ -149,6 +154,26 @@ def _issues_json(submission: Submission | None) -> dict[str, object]:
         "issues": [asdict(issue) for issue in issues],
         "issue_count": submission.issue_count if submission else 0,
     }
+
+
+def _frozen_plan(data: bytes | None) -> IngestionPlan | None:
+    """The operation's stored plan, for its kind and base (None if missing or unreadable: the
+    operation's own record still says where it is)."""
+    from graph_ingest.schemas.codec import DecodeError, decode_plan
+
+    if data is None:
+        return None
+    try:
+        return decode_plan(data)
+    except DecodeError:
+        return None
+
+
+def _describe_plan(plan: IngestionPlan | None) -> list[str]:
+    if plan is None:
+        return []
+    base = plan.base_operation_id or "no state (a new document)"
+    return [f"plan        {plan.kind.value}, planned on {base}"]
 
 
 def _describe_issues(submission: Submission | None) -> list[str]:
