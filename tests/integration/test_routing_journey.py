@@ -207,3 +207,30 @@ def test_a_follower_keeps_the_position_of_its_first_delivery_in_its_dlq_entry(
         DlqStatus.PENDING_REVIEW,
     )
     assert (again.original_partition, again.original_offset) == (0, 1)
+
+
+def test_a_follower_parked_before_its_leader_failed_keeps_its_first_delivery_position(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    # Given v1 timing out on its way up the ladder, and v2 parked behind it meanwhile (one
+    # partition: v1 at offset 0, v2 at offset 1); v2 itself never fails
+    pipeline = pipeline_factory(plan_partitions=1, **ROUTING)
+    v1, v2, _ = three_versions(pipeline)
+    writer = FailingWriter(
+        pipeline.settings, StatusCode.DEADLINE_EXCEEDED, culprits=[BABBAGE.node_id("it")]
+    )
+    pipeline.start_applier(writer)
+    pipeline.publish(v1)
+    pipeline.wait_stage(v1.operation_id, Stage.FAILED)
+    pipeline.publish(v2)
+    pipeline.wait_stage(v2.operation_id, Stage.PARKED)
+    # When v1 reaches the DLQ after its last tier, and v2 follows it there from PARKED
+    pipeline.wait_stage(v2.operation_id, Stage.DEAD_LETTERED, timeout_s=90)
+    # Then v2's entry says where v2 was first delivered, not (plans, None, None)
+    follower = {e.operation_id: e for e in pipeline.dlq_entries(2)}[v2.operation_id]
+    assert follower.parked_behind == v1.operation_id
+    assert (follower.original_topic, follower.original_partition, follower.original_offset) == (
+        pipeline.settings.topics.plans,
+        0,
+        1,
+    )

@@ -36,6 +36,7 @@ from graph_ingest.consumers.admission import (
     orphan_reason,
     unless_orphaned,
 )
+from graph_ingest.consumers.ladder import journey_start
 from graph_ingest.consumers.messages import PlanMessage
 from graph_ingest.consumers.routing import Failure, FailureRouter, Follower, Ladder
 from graph_ingest.dlq.entries import dlq_message, with_status
@@ -350,6 +351,7 @@ class PlanApplier:
                     ),
                     m.value or b"",
                     kafka_headers.work_headers(m.headers),
+                    journey_start(m),
                 )
                 for m, p in plans
             ]

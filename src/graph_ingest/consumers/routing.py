@@ -285,6 +285,7 @@ class FailureRouter:
         earlier = uow.dlq_entries(
             [dlq_id_of_operation(f.operation.operation_id) for f in followers]
         )
+        first = uow.first_deliveries([f.operation.operation_id for f in followers])
         for op, plan_bytes, delivered in followers:
             info = ErrorInfo(
                 code=StatusCode.FAILED_PRECONDITION,
@@ -309,6 +310,7 @@ class FailureRouter:
             envelope = _envelope(
                 known_origin(earlier.get(dlq_id))
                 or first_failed(failed)
+                or first.get(op.operation_id)
                 or (
                     journey_start(delivered)
                     if delivered

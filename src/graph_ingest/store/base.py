@@ -84,6 +84,8 @@ class NewOperation:
     work_headers: Mapping[str, str] = field(default_factory=dict)
     """The headers that say whose work it is (``kafka.headers.WORK_HEADERS``), as first admitted:
     every re-send of the plan carries them."""
+    first_delivery: tuple[str, int, int] | None = None
+    """Where the plan's journey began (topic, partition, offset), as first admitted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +341,9 @@ class UnitOfWork(Protocol):
         written it without committing (PREPARED, FAILED, GRAPH_APPLIED, STATE_COMMITTED, built on
         the document's current revision, 0 when it has none). Documents without any are left
         out."""
+
+    def first_deliveries(self, operation_ids: Sequence[str]) -> dict[str, tuple[str, int, int]]:
+        """Where each operation's plan was first delivered, for those admitted with one."""
 
     def lock_nodes(self, keys: Sequence[tuple[str, str]]) -> None:
         """Take the (space, node_id) locks ``register_entities`` takes, for nodes a write

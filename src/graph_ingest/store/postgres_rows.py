@@ -131,6 +131,7 @@ def new_operation_columns(
             "message_value": event,
             "headers": event_headers(new.operation),
             "work_headers": _json(dict(new.work_headers)),
+            **_first_delivery(new.first_delivery),
         }
         for new, event in rows
     ]
@@ -142,8 +143,16 @@ def new_operation_columns(
         "message_value",
         "headers",
         "work_headers",
+        "first_topic",
+        "first_partition",
+        "first_offset",
     )
     return columns(values, names)
+
+
+def _first_delivery(position: tuple[str, int, int] | None) -> dict[str, object]:
+    topic, partition, offset = position if position is not None else (None, None, None)
+    return {"first_topic": topic, "first_partition": partition, "first_offset": offset}
 
 
 def saved_operation_columns(latest: Sequence[tuple[Operation, int]]) -> Columns:

@@ -22,22 +22,25 @@ WITH incoming AS (
         %(stage_times)b::text[], %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[],
         %(created_at)b::timestamptz[], %(updated_at)b::timestamptz[],
         %(message_key)b::bytea[], %(message_value)b::bytea[], %(headers)b::text[],
-        %(work_headers)b::text[]
+        %(work_headers)b::text[], %(first_topic)b::text[], %(first_partition)b::int[],
+        %(first_offset)b::bigint[]
     ) WITH ORDINALITY AS i(
         operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
         sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
         next_retry_at, dlq_id, created_at, updated_at, message_key, message_value, headers,
-        work_headers, ord
+        work_headers, first_topic, first_partition, first_offset, ord
     )
 ), inserted AS (
     INSERT INTO operations (
         operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
         sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
-        next_retry_at, dlq_id, created_at, updated_at, work_headers
+        next_retry_at, dlq_id, created_at, updated_at, work_headers, first_topic,
+        first_partition, first_offset
     )
     SELECT operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
            sequence, attempts, last_error_code, last_error_class, last_error_message,
-           stage_times::jsonb, next_retry_at, dlq_id, created_at, updated_at, work_headers::jsonb
+           stage_times::jsonb, next_retry_at, dlq_id, created_at, updated_at, work_headers::jsonb,
+           first_topic, first_partition, first_offset
     FROM incoming
     ORDER BY operation_id  -- a stable order: concurrent inserters wait instead of deadlocking
     ON CONFLICT (operation_id) DO NOTHING
@@ -459,6 +462,11 @@ ORDER BY o.space, o.document_id, o.created_at, o.operation_id
 GET_OPERATION = "SELECT" + OPERATION_COLUMNS + "\nFROM operations WHERE operation_id = %s"
 
 GET_PLAN_BYTES = "SELECT plan_bytes FROM operations WHERE operation_id = %s"
+FIRST_DELIVERIES = """
+SELECT operation_id, first_topic, first_partition, first_offset FROM operations
+WHERE operation_id = ANY(%(operation_id)b::text[]) AND first_topic IS NOT NULL
+"""
+
 GET_WORK_HEADERS = "SELECT work_headers FROM operations WHERE operation_id = %s"
 
 GET_DOCUMENT_STATE = """

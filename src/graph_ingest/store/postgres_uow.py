@@ -202,6 +202,16 @@ class PostgresUnitOfWork:
     # -- registry ----------------------------------------------------------------------------
 
     @translated
+    def first_deliveries(self, operation_ids: Sequence[str]) -> dict[str, tuple[str, int, int]]:
+        if not operation_ids:
+            return {}
+        found = self._fetch(sql.FIRST_DELIVERIES, {"operation_id": sorted(set(operation_ids))})
+        return {
+            row["operation_id"]: (row["first_topic"], row["first_partition"], row["first_offset"])
+            for row in found
+        }
+
+    @translated
     def lock_nodes(self, keys: Sequence[tuple[str, str]]) -> None:
         if keys:
             nodes = sorted(set(keys))
