@@ -339,7 +339,8 @@ class Planner:
             edge_deletes=stale.edge_deletes,
             node_deletes=stale.node_deletes,
             detach_deleted_nodes=bool(stale.node_deletes),
-            deletes_if_unreferenced=True,
+            # only when there are deletes: a new document's plan keeps its fingerprint
+            deletes_if_unreferenced=bool(stale.edge_deletes or stale.node_deletes),
         )
         registrations = resolution.registrations(request.space)
         plan = self._freeze(
