@@ -16,6 +16,7 @@ from graph_ingest.domain.ids import content_hash
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.errors import GraphError
 from graph_ingest.planning.request import IngestRequest
@@ -38,9 +39,10 @@ GLOBEX = Entity("Company", "Globex")
 INITECH = Entity("Company", "Initech")
 
 
-def elements_of(*states: object) -> tuple[set[str], set[EdgeKey]]:
-    nodes = {n for s in states for n in s.node_ids}  # type: ignore[attr-defined]
-    edges = {k for s in states for k in s.edge_keys}  # type: ignore[attr-defined]
+def elements_of(*states: DocumentState | None) -> tuple[set[str], set[EdgeKey]]:
+    """The node ids and edge keys the states list (a missing state lists nothing)."""
+    nodes = {n for s in states if s is not None for n in s.node_ids}
+    edges = {k for s in states if s is not None for k in s.edge_keys}
     return nodes, edges
 
 

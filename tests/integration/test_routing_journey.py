@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from graph_ingest.cli.main import cli
 from graph_ingest.dlq.entries import with_status
 from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import new_trace_id
@@ -159,17 +160,35 @@ def test_a_resumed_plan_failing_with_internal_reaches_the_dlq_after_the_bound(
     assert dead.last_error is not None and dead.last_error.code is StatusCode.INTERNAL
 
 
+def v1_failing(
+    pipeline_factory: PipelineFactory, code: StatusCode
+) -> tuple[Pipeline, IngestionPlan, IngestionPlan]:
+    """One plans partition (v1 goes to offset 0, v2 to offset 1), an applier on which v1's
+    graph write always fails with ``code``, and v1 published."""
+    pipeline = pipeline_factory(plan_partitions=1, **ROUTING)
+    v1, v2, _ = three_versions(pipeline)
+    pipeline.start_applier(FailingWriter(pipeline.settings, code, culprits=[BABBAGE.node_id("it")]))
+    pipeline.publish(v1)
+    return pipeline, v1, v2
+
+
+def assert_follows_from_offset_1(
+    pipeline: Pipeline, follower: DlqEntry, leader: IngestionPlan
+) -> None:
+    """The follower's entry names its leader and where the follower was delivered."""
+    assert follower.parked_behind == leader.operation_id
+    assert (follower.original_topic, follower.original_partition, follower.original_offset) == (
+        pipeline.settings.topics.plans,
+        0,
+        1,
+    )
+
+
 def test_a_follower_keeps_the_position_of_its_first_delivery_in_its_dlq_entry(
     pipeline_factory: PipelineFactory,
 ) -> None:
     # Given v1 in the DLQ (one partition: v1 at offset 0, v2 at offset 1)
-    pipeline = pipeline_factory(plan_partitions=1, **ROUTING)
-    v1, v2, _ = three_versions(pipeline)
-    writer = FailingWriter(
-        pipeline.settings, StatusCode.INVALID_ARGUMENT, culprits=[BABBAGE.node_id("it")]
-    )
-    pipeline.start_applier(writer)
-    pipeline.publish(v1)
+    pipeline, v1, v2 = v1_failing(pipeline_factory, StatusCode.INVALID_ARGUMENT)
     pipeline.wait_stage(v1.operation_id, Stage.DEAD_LETTERED)
     # When v2 arrives and follows it there
     pipeline.publish(v2)
@@ -177,12 +196,7 @@ def test_a_follower_keeps_the_position_of_its_first_delivery_in_its_dlq_entry(
     # Then v2's entry says where v2 was delivered, with its headers
     entries = {e.operation_id: e for e in pipeline.dlq_entries(2)}
     follower = entries[v2.operation_id]
-    assert follower.parked_behind == v1.operation_id
-    assert (follower.original_topic, follower.original_partition, follower.original_offset) == (
-        pipeline.settings.topics.plans,
-        0,
-        1,
-    )
+    assert_follows_from_offset_1(pipeline, follower, v1)
     headers = dict(
         (h.key, h.value) for h in decode_dlq_envelope(follower.envelope).original_headers
     )
@@ -214,13 +228,7 @@ def test_a_follower_parked_before_its_leader_failed_keeps_its_first_delivery_pos
 ) -> None:
     # Given v1 timing out on its way up the ladder, and v2 parked behind it meanwhile (one
     # partition: v1 at offset 0, v2 at offset 1); v2 itself never fails
-    pipeline = pipeline_factory(plan_partitions=1, **ROUTING)
-    v1, v2, _ = three_versions(pipeline)
-    writer = FailingWriter(
-        pipeline.settings, StatusCode.DEADLINE_EXCEEDED, culprits=[BABBAGE.node_id("it")]
-    )
-    pipeline.start_applier(writer)
-    pipeline.publish(v1)
+    pipeline, v1, v2 = v1_failing(pipeline_factory, StatusCode.DEADLINE_EXCEEDED)
     pipeline.wait_stage(v1.operation_id, Stage.FAILED)
     pipeline.publish(v2)
     pipeline.wait_stage(v2.operation_id, Stage.PARKED)
@@ -228,9 +236,4 @@ def test_a_follower_parked_before_its_leader_failed_keeps_its_first_delivery_pos
     pipeline.wait_stage(v2.operation_id, Stage.DEAD_LETTERED, timeout_s=90)
     # Then v2's entry says where v2 was first delivered, not (plans, None, None)
     follower = {e.operation_id: e for e in pipeline.dlq_entries(2)}[v2.operation_id]
-    assert follower.parked_behind == v1.operation_id
-    assert (follower.original_topic, follower.original_partition, follower.original_offset) == (
-        pipeline.settings.topics.plans,
-        0,
-        1,
-    )
+    assert_follows_from_offset_1(pipeline, follower, v1)

@@ -57,6 +57,16 @@ def person_opening(document_id: str, text: str, name: str) -> EntityCandidate:
     return EntityCandidate(entity_type="Person", name=name, evidence=(evidence,))
 
 
+def carol_only_v2(policy: StaleRelationPolicy) -> IngestRequest:
+    """Version 2 of document a, which says only that Carol works on Project Atlas."""
+    return request(
+        "a",
+        "Carol works on Project Atlas.",
+        document_version="2",
+        options=IngestOptions(stale_relation_policy=policy),
+    )
+
+
 def edge_types(keys: Any) -> set[str]:
     return {k.type for k in keys}
 
@@ -190,14 +200,7 @@ def test_stale_edges_are_superseded_and_deleted_only_when_unreferenced() -> None
 
     dropped = p.plan(request("a", "Carol works on Project Atlas.", document_version="2"))
     p.forget([("kb", "a")])
-    kept = p.plan(
-        request(
-            "a",
-            "Carol works on Project Atlas.",
-            document_version="2",
-            options=IngestOptions(stale_relation_policy=StaleRelationPolicy.KEEP),
-        )
-    )
+    kept = p.plan(carol_only_v2(StaleRelationPolicy.KEEP))
 
     assert set(dropped.next_state.superseded_edge_keys) == {owns, member}
     assert set(dropped.mutation.edge_deletes) == {owns, member}
@@ -414,14 +417,7 @@ def test_a_node_an_update_no_longer_mentions_is_deleted_unless_another_document_
     assert a2.mutation.detach_deleted_nodes
     # and a KEEP update keeps the endpoints of the edges it keeps
     p.forget([("kb", "a")])
-    kept = p.plan(
-        request(
-            "a",
-            "Carol works on Project Atlas.",
-            document_version="2",
-            options=IngestOptions(stale_relation_policy=StaleRelationPolicy.KEEP),
-        )
-    )
+    kept = p.plan(carol_only_v2(StaleRelationPolicy.KEEP))
     assert kept.mutation.node_deletes == ()
     assert gone <= set(kept.next_state.node_ids)
 
