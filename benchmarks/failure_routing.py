@@ -39,7 +39,6 @@ from pipeline_run import pipeline
 from workloads import build, small_plans
 
 from graph_ingest.consumers.consumer import TIER_LATENESS
-from graph_ingest.consumers.wiring import run_applier
 from graph_ingest.domain.mutation import Mutation
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.domain.status import StatusCode
@@ -50,6 +49,7 @@ from graph_ingest.settings import Settings
 from graph_ingest.stack.envvars import pipeline_env
 from graph_ingest.stack.manager import LocalStack
 from graph_ingest.waiting import wait_until
+from graph_ingest.wiring import run_applier
 
 
 class TimingOut(Neo4jGraphWriter):

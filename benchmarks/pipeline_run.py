@@ -42,9 +42,9 @@ from workloads import Workload
 from graph_ingest.consumers.consumer import headers_of
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import KafkaProducer
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
 from graph_ingest.stack.envvars import pipeline_env
-from graph_ingest.store.base import OutboxMessage
 from graph_ingest.waiting import wait_until
 
 # A paced producer publishes a chunk every PACE_INTERVAL_S.

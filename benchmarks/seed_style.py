@@ -15,13 +15,13 @@ from isolation import check_completed, check_graph, isolated, schema_bytes
 from results import SEED_STYLE, Run
 from workloads import Workload
 
-from graph_ingest.consumers.applier import Outcome, PlanApplier
-from graph_ingest.consumers.messages import PlanMessage
-from graph_ingest.consumers.wiring import build_applier, postgres_store, started
+from graph_ingest.consumers.applier.apply import Outcome, PlanApplier
+from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.settings import Settings
+from graph_ingest.wiring import build_applier, postgres_store, started
 
 
 def apply_one_by_one(

@@ -17,7 +17,7 @@ import time
 from workloads import small_plans
 
 from graph_ingest.consumers.batching import select_batch
-from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.mutation import EdgeUpsert, Mutation, NodeUpsert
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
 from graph_ingest.schemas.codec import encode_plan

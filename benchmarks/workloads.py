@@ -19,7 +19,7 @@ from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpse
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind
 from graph_ingest.domain.state import DocumentState, EntityRegistration
 from graph_ingest.producers.plan_publisher import plan_message
-from graph_ingest.store.base import OutboxMessage
+from graph_ingest.schemas.messages import OutboxMessage
 
 SPACE = "bench"
 EDGE_TYPE = "LINKS"

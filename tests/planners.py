@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from itertools import pairwise
 
 from graph_ingest.domain.plan import GraphOptions
+from graph_ingest.domain.request import IngestRequest
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.planning.errors import ExtractionFailed, PlanningError
-from graph_ingest.planning.request import IngestRequest
 from graph_ingest.planning.request_planner import PlannedRequest
 from graph_ingest.settings import Settings
 from tests.samples import Entity, Relation, sample_plan

@@ -431,7 +431,7 @@ class PlannerSettings(_Section):
     )
     transactional_id_prefix: str = Field(default="graph-ingest-planner", min_length=1)
     factory: str = Field(
-        default="graph_ingest.consumers.wiring:build_planner",
+        default="graph_ingest.wiring:build_planner",
         description="module:function that builds the planner from the settings",
     )
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from graph_ingest.cli.signals import stop_on_signals
-from graph_ingest.consumers.wiring import postgres_store, run_applier
 from graph_ingest.domain.mutation import Mutation
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.domain.state import DocumentState
@@ -35,6 +34,7 @@ from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.wiring import postgres_store, run_applier
 
 
 def halt(marker: Path) -> None:

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from graph_ingest.domain.degradation import DegradationLevel
 from graph_ingest.domain.stages import Stage
-from graph_ingest.resilience.degradation import DegradationLevel
 from graph_ingest.schemas.codec import decode_degradation_event
 from graph_ingest.stack.manager import LocalStack
 from graph_ingest.waiting import wait_until

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from graph_ingest.consumers.runtime import ApplierWorker
-from graph_ingest.consumers.wiring import build_applier, postgres_store, started
+from graph_ingest.consumers.applier.worker import ApplierWorker
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.waiting import wait_until
+from graph_ingest.wiring import build_applier, postgres_store, started
 from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.integration.test_applier import doc_v1

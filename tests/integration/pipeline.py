@@ -12,8 +12,6 @@ import psycopg
 from confluent_kafka import Consumer, Producer
 from neo4j import GraphDatabase
 
-from graph_ingest.consumers.wiring import postgres_store, run_applier, run_planner
-from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
@@ -33,6 +31,7 @@ from graph_ingest.store.base import DlqEntry, DlqQuery
 from graph_ingest.store.migrate import migrate
 from graph_ingest.store.postgres import PostgresOperationStore
 from graph_ingest.waiting import wait_until
+from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA, postgres_store, run_applier, run_planner
 
 
 class CountingWriter(Neo4jGraphWriter):
@@ -145,14 +144,14 @@ class Pipeline:
     # -- lifecycle -------------------------------------------------------------------------
 
     def setup(self) -> None:
-        logging.getLogger("graph_ingest.consumers.runtime").addHandler(self._retry_log)
+        logging.getLogger("graph_ingest.consumers.applier.worker").addHandler(self._retry_log)
         ensure_topics(self.settings)
         migrate(self.settings.postgres)
         self.store.start()
         self._publisher.start()
 
     def teardown(self) -> None:
-        logging.getLogger("graph_ingest.consumers.runtime").removeHandler(self._retry_log)
+        logging.getLogger("graph_ingest.consumers.applier.worker").removeHandler(self._retry_log)
         self.stop_workers()
         if self._relay:
             self._relay.close()

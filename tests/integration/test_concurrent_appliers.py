@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from graph_ingest.consumers.applier import Outcome, PlanApplier
-from graph_ingest.consumers.messages import PlanMessage
-from graph_ingest.consumers.wiring import build_applier
+from graph_ingest.consumers.applier.apply import Outcome, PlanApplier
+from graph_ingest.consumers.plan_message import PlanMessage
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
-from graph_ingest.errors import GraphIngestError
 from graph_ingest.schemas.codec import encode_operation, encode_plan
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.postgres import PostgresOperationStore
 from graph_ingest.waiting import wait_until
+from graph_ingest.wiring import build_applier
 from tests.integration.pipeline import CountingWriter, Pipeline
 from tests.integration.test_applier import doc_v1, doc_v2, planned_elements
 

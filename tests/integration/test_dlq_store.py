@@ -12,8 +12,9 @@ import pytest
 
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import PostgresSettings
-from graph_ingest.store.base import DlqEntry, DlqQuery, OutboxMessage
+from graph_ingest.store.base import DlqEntry, DlqQuery
 from graph_ingest.store.postgres import PostgresOperationStore
 from graph_ingest.waiting import wait_until
 from tests.integration.test_postgres_store import lock_waiters, pg, store

@@ -17,9 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from graph_ingest.cli.main import cli
-from graph_ingest.consumers.applier import Outcome
-from graph_ingest.consumers.messages import PlanMessage
-from graph_ingest.consumers.wiring import build_applier, postgres_store, started
+from graph_ingest.consumers.applier.apply import Outcome
+from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
@@ -36,6 +35,7 @@ from graph_ingest.schemas.codec import (
 )
 from graph_ingest.schemas.registry import BUNDLED, PLAN
 from graph_ingest.store.base import DlqEntry
+from graph_ingest.wiring import build_applier, postgres_store, started
 from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.integration.test_applier import doc_v1, doc_v2, planned_elements, with_mutation

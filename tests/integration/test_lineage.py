@@ -11,19 +11,19 @@ from dataclasses import dataclass
 
 import pytest
 
-from graph_ingest.consumers.wiring import build_planner
 from graph_ingest.domain.ids import content_hash
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.plan import GraphOptions
+from graph_ingest.domain.request import IngestRequest
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.errors import GraphError
-from graph_ingest.planning.request import IngestRequest
 from graph_ingest.planning.request_planner import PlannedRequest, RequestPlanner
 from graph_ingest.producers.ingest_producer import IngestProducer
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import WaitTimeout, wait_until
+from graph_ingest.wiring import build_planner
 from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import CountingWriter, FailingWriter, Pipeline
 from tests.samples import Entity, Relation, sample_plan

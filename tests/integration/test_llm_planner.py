@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from graph_ingest.consumers.wiring import build_planner
 from graph_ingest.domain.plan import IngestionPlan, PlanKind
 from graph_ingest.domain.stages import Stage
 from graph_ingest.planning.llm_output import MALFORMED_OUTPUT
 from graph_ingest.planning.metrics import PlanningMetrics
 from graph_ingest.planning.planner import Planner
 from graph_ingest.settings import LlmSettings
+from graph_ingest.wiring import build_planner
 from tests.fake_chat_server import FakeChatServer, completion, running_fake_chat_server
 from tests.integration.pipeline import Pipeline
 from tests.unit.planning_fakes import issue_count, request

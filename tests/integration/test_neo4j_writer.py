@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 import neo4j
 import pytest
 
+from graph_ingest.domain.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.errors import GraphPreconditionFailed
 from graph_ingest.graph.neo4j import Neo4jGraphWriter

@@ -10,16 +10,16 @@ import pytest
 from click.testing import CliRunner
 
 from graph_ingest.cli.main import cli
+from graph_ingest.domain.candidates import CandidateEvidence, EntityCandidate, Extraction
 from graph_ingest.domain.plan import IngestionPlan, PlanKind
+from graph_ingest.domain.request import IngestOptions, RequestKind, StaleRelationPolicy
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import EntityRegistration
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.planning.candidates import CandidateEvidence, EntityCandidate, Extraction
 from graph_ingest.planning.chunking import chunk_document
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.planning.graph_schema import GraphSchema
 from graph_ingest.planning.planner import Planner
-from graph_ingest.planning.request import IngestOptions, RequestKind, StaleRelationPolicy
 from graph_ingest.planning.rules import RulesExtractor
 from graph_ingest.settings import PlannerSettings
 from tests.integration.pipeline import Pipeline

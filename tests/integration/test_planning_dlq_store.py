@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph_ingest.consumers.planning_dlq import PlanningFailure, dead_letter_requests
-from graph_ingest.consumers.requests import RequestMessage
+from graph_ingest.consumers.planner.planning_dlq import PlanningFailure, dead_letter_requests
+from graph_ingest.consumers.planner.requests import RequestMessage
 from graph_ingest.dlq.entries import dlq_id_of_position
 from graph_ingest.dlq.purge import purge
 from graph_ingest.dlq.status import set_status
@@ -17,7 +17,8 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.schemas.codec import decode_dlq_envelope
-from graph_ingest.store.base import DlqEntry, OutboxMessage
+from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.store.base import DlqEntry
 from graph_ingest.store.postgres import PostgresOperationStore
 from tests.integration.test_postgres_store import pg, store
 

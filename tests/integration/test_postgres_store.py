@@ -32,12 +32,12 @@ from graph_ingest.domain.state import (
     FactSource,
 )
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import PostgresSettings, Settings
 from graph_ingest.store.base import (
     DlqEntry,
     FailureAttempt,
     NewOperation,
-    OutboxMessage,
     RegistryConflict,
     StoredPlan,
     StoreError,

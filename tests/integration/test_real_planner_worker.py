@@ -9,14 +9,14 @@ import pytest
 from click.testing import CliRunner
 
 from graph_ingest.cli.main import cli
-from graph_ingest.consumers.wiring import build_planner
+from graph_ingest.domain.candidates import CandidateEvidence, EntityCandidate, Extraction
+from graph_ingest.domain.request import IngestRequest, RequestKind
 from graph_ingest.domain.stages import Stage
-from graph_ingest.planning.candidates import CandidateEvidence, EntityCandidate, Extraction
 from graph_ingest.planning.chunking import chunk_document
-from graph_ingest.planning.request import IngestRequest, RequestKind
 from graph_ingest.producers.follow import Followed, follow
 from graph_ingest.producers.ingest_producer import IngestProducer
 from graph_ingest.schemas.codec import decode_operation
+from graph_ingest.wiring import build_planner
 from tests.integration.pipeline import Pipeline
 from tests.unit.planning_fakes import request
 

@@ -24,7 +24,6 @@ from click.testing import CliRunner
 
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
-from graph_ingest.consumers.wiring import run_applier
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
@@ -36,6 +35,7 @@ from graph_ingest.settings import Settings
 from graph_ingest.store.base import StoreError, UnitOfWork
 from graph_ingest.store.postgres import PostgresOperationStore
 from graph_ingest.waiting import wait_until
+from graph_ingest.wiring import run_applier
 from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.kafka_messages import read_to_end
 from tests.samples import Entity, sample_plan, work_headers_of

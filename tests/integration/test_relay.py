@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from psycopg import sql
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka.admin import TopicSpec, create_topics, delete_topics
 from graph_ingest.producers.relay import OutboxRelay, advisory_lock_key
 from graph_ingest.settings import Settings

@@ -14,12 +14,12 @@ from click.testing import CliRunner
 from graph_ingest.cli.main import cli
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.ids import content_hash
+from graph_ingest.domain.request import IngestRequest
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.planning.planner import Planner
-from graph_ingest.planning.request import IngestRequest
 from graph_ingest.planning.request_planner import PlannedRequest
 from graph_ingest.planning.rules import RulesExtractor
 from graph_ingest.producers.follow import follow

@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
-from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
-from graph_ingest.planning.request import RequestKind
+from graph_ingest.domain.request import RequestKind
 from graph_ingest.schemas.codec import decode_ingest_request
+from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
 from tests.planners import build

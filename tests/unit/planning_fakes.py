@@ -10,14 +10,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
+from graph_ingest.domain.candidates import Chunk, Extraction
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.plan import IngestionPlan
+from graph_ingest.domain.request import IngestRequest
 from graph_ingest.domain.state import DocumentState
-from graph_ingest.planning.candidates import Chunk, Extraction
 from graph_ingest.planning.extractor import Extractor
 from graph_ingest.planning.graph_schema import GraphSchema, load_graph_schema
-from graph_ingest.planning.request import IngestRequest
+from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA
 
 EXAMPLE_SCHEMA = BUNDLED_GRAPH_SCHEMA
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 from typing import Any
 
-from graph_ingest.planning.candidates import (
+from graph_ingest.domain.candidates import (
     CandidateEvidence,
     EntityCandidate,
     EntityRef,
@@ -11,7 +11,7 @@ from graph_ingest.planning.candidates import (
     ExtractionIssue,
     RelationCandidate,
 )
-from graph_ingest.planning.request import IngestOptions, IngestRequest, StaleRelationPolicy
+from graph_ingest.domain.request import IngestOptions, IngestRequest, StaleRelationPolicy
 
 TEXT = "Alice works at Acme."
 

@@ -4,11 +4,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from graph_ingest.consumers.admission import Verdict, decide, unless_orphaned
+from graph_ingest.domain.admission import Verdict, decide, unless_orphaned
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage, check_transition
-from graph_ingest.store.base import CommittedRevision
+from graph_ingest.domain.state import CommittedRevision
 from tests.unit.plans import plan_for
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

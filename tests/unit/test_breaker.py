@@ -2,7 +2,7 @@
 
 import pytest
 
-from graph_ingest.errors import DependencyUnavailable
+from graph_ingest.domain.errors import DependencyUnavailable
 from graph_ingest.graph.errors import GraphUnavailable
 from graph_ingest.resilience.breaker import BreakerState, CircuitBreaker
 from graph_ingest.resilience.classify import dependency_of

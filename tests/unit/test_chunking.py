@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from graph_ingest.planning.candidates import Chunk
+from graph_ingest.domain.candidates import Chunk
 from graph_ingest.planning.chunking import chunk_document
 
 pytestmark = pytest.mark.timeout(30)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from graph_ingest.consumers.claims import resolve_claims
-from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.applier.claims import resolve_claims
+from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.producers.ingest_producer import message_size

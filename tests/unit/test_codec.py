@@ -14,11 +14,14 @@ import pytest
 from fastavro.schema import expand_schema, fingerprint, to_parsing_canonical_form
 from pydantic import BaseModel
 
+from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.domain.dlq import MAX_ATTEMPT_HISTORY, DlqEnvelope, DlqStatus, MessageHeader
+from graph_ingest.domain.errors import ConfigurationError, GraphIngestError
 from graph_ingest.domain.limits import MAX_ERROR_MESSAGE_LENGTH
 from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind, Provenance
+from graph_ingest.domain.request import IngestRequest
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import (
     DocumentState,
@@ -29,9 +32,6 @@ from graph_ingest.domain.state import (
     fact_id_of,
 )
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import ConfigurationError, GraphIngestError
-from graph_ingest.planning.request import IngestRequest
-from graph_ingest.resilience.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.schemas import codec, registry
 from graph_ingest.schemas.codec import (
     HEADER_SIZE,

@@ -6,13 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.resilience.breaker import BreakerState
-from graph_ingest.resilience.degradation import (
-    DegradationEvent,
-    DegradationLevel,
-    DegradationMonitor,
-    degradation_level,
-)
+from graph_ingest.resilience.degradation import DegradationMonitor, degradation_level
 
 CLOSED, OPEN, HALF_OPEN = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
 L0, L1, L2, L3 = DegradationLevel.L0, DegradationLevel.L1, DegradationLevel.L2, DegradationLevel.L3

@@ -19,8 +19,9 @@ from graph_ingest.domain.operation import Operation
 from graph_ingest.kafka.errors import KafkaUnavailable
 from graph_ingest.kafka.producer import ProducerMessage
 from graph_ingest.schemas.codec import decode_dlq_envelope, encode_plan
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import DlqEntry, DlqQuery, OutboxMessage
+from graph_ingest.store.base import DlqEntry, DlqQuery
 from tests.unit.dlq_entries import entry_for, operation_of
 from tests.unit.dlq_envelopes import attempt
 from tests.unit.plans import plan_for

@@ -11,11 +11,11 @@ from graph_ingest.domain.error_detail import (
     RetryAdvice,
     RetryStrategy,
 )
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.limits import ELLIPSIS, MAX_ERROR_MESSAGE_LENGTH
 from graph_ingest.domain.operation import ErrorInfo
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 from graph_ingest.resilience.classify import error_detail
 
 pytestmark = pytest.mark.timeout(10)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.limits import (
     ELLIPSIS,
     MAX_ERROR_CLASS_LENGTH,
@@ -11,7 +12,6 @@ from graph_ingest.domain.limits import (
 )
 from graph_ingest.domain.operation import ErrorInfo
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 from graph_ingest.resilience.classify import error_info
 
 pytestmark = pytest.mark.timeout(10)

@@ -3,8 +3,8 @@
 import neo4j
 import pytest
 
+from graph_ingest.domain.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.graph.neo4j import translate_error
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from graph_ingest.planning.request import IngestRequest, RequestKind
+from graph_ingest.domain.request import IngestRequest, RequestKind
 from graph_ingest.schemas.codec import (
     DecodeError,
     EncodeError,

@@ -3,8 +3,8 @@
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from graph_ingest.domain.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.kafka.errors import (
     KafkaIngestError,
     KafkaUnavailable,

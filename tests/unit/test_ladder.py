@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from graph_ingest.consumers.ladder import Ladder
-from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.applier.ladder import Ladder
+from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.error_detail import ErrorContext, ErrorDetail, RetryAdvice, RetryStrategy
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import new_trace_id

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from graph_ingest.domain.candidates import Chunk, Extraction
+from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import ConfigurationError
-from graph_ingest.planning.candidates import Chunk, Extraction
 from graph_ingest.planning.errors import ExtractionFailed
 from graph_ingest.planning.graph_schema import parse_graph_schema
 from graph_ingest.planning.llm import LlmExtractor

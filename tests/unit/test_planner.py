@@ -8,27 +8,27 @@ from typing import Any
 
 import pytest
 
-from graph_ingest.domain.ids import content_hash
-from graph_ingest.domain.plan import PlanKind
-from graph_ingest.domain.state import FactKind, fact_id_of
-from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import ConfigurationError
-from graph_ingest.planning.candidates import (
+from graph_ingest.domain.candidates import (
     CandidateEvidence,
     EntityCandidate,
     Extraction,
     ExtractionIssue,
 )
-from graph_ingest.planning.chunking import chunk_document
-from graph_ingest.planning.errors import PlanningError
-from graph_ingest.planning.graph_schema import GraphSchema
-from graph_ingest.planning.planner import Planner
-from graph_ingest.planning.request import (
+from graph_ingest.domain.errors import ConfigurationError
+from graph_ingest.domain.ids import content_hash
+from graph_ingest.domain.plan import PlanKind
+from graph_ingest.domain.request import (
     IngestOptions,
     IngestRequest,
     RequestKind,
     StaleRelationPolicy,
 )
+from graph_ingest.domain.state import FactKind, fact_id_of
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.planning.chunking import chunk_document
+from graph_ingest.planning.errors import PlanningError
+from graph_ingest.planning.graph_schema import GraphSchema
+from graph_ingest.planning.planner import Planner
 from graph_ingest.planning.rules import RulesExtractor
 from graph_ingest.settings import PlannerSettings
 from tests.unit.planning_fakes import T0, CountingExtractor, FakeView, example_schema, request

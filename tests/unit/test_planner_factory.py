@@ -10,15 +10,14 @@ from prometheus_client import CollectorRegistry
 
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
-from graph_ingest.consumers.wiring import build_planner
-from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
-from graph_ingest.errors import ConfigurationError
-from graph_ingest.planning.candidates import ExtractionIssue
+from graph_ingest.domain.candidates import ExtractionIssue
+from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.planning.errors import GraphSchemaError
 from graph_ingest.planning.metrics import PlanningMetrics
 from graph_ingest.planning.request_planner import load_planner_factory
 from graph_ingest.settings import LlmSettings, PlannerSettings, Settings
 from graph_ingest.store.base import StoreError
+from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA, build_planner
 from tests.unit.planning_fakes import issue_count, request
 
 pytestmark = pytest.mark.timeout(30)
@@ -30,6 +29,13 @@ def settings(**planner: object) -> Settings:
 
 def test_the_default_factory_is_build_planner() -> None:
     assert load_planner_factory(PlannerSettings().factory) is build_planner
+
+
+def test_the_factory_path_of_earlier_releases_still_loads_the_default_factory(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert load_planner_factory("graph_ingest.consumers.wiring:build_planner") is build_planner
+    assert "graph_ingest.wiring:build_planner" in caplog.text
 
 
 def test_without_a_graph_schema_it_names_the_setting_and_the_bundled_example() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from graph_ingest.consumers.planning_dlq import PlanningFailure, planning_dlq_entry
-from graph_ingest.consumers.requests import RequestMessage
+from graph_ingest.consumers.planner.planning_dlq import PlanningFailure, planning_dlq_entry
+from graph_ingest.consumers.planner.requests import RequestMessage
 from graph_ingest.dlq.entries import dlq_id_of_position, with_status
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from graph_ingest.domain.limits import MAX_ID_LENGTH
-from graph_ingest.planning.replans import (
+from graph_ingest.producers.replans import (
     ConflictAction,
     ReplanMark,
     on_conflict,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from graph_ingest.domain.ids import content_hash
-from graph_ingest.planning.request import StaleRelationPolicy
+from graph_ingest.domain.request import StaleRelationPolicy
 from graph_ingest.producers.request_files import RequestDefaults, RequestInputError, read_requests
 
 pytestmark = pytest.mark.timeout(30)

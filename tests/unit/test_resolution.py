@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from graph_ingest.domain.candidates import CandidateEvidence, EntityCandidate
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.planning.candidates import CandidateEvidence, EntityCandidate
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.planning.resolution import RegistryKey, new_node_id, resolve_entities
 

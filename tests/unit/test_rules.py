@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
+from graph_ingest.domain.candidates import Chunk, Extraction
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.planning.candidates import Chunk, Extraction
 from graph_ingest.planning.chunking import chunk_document
 from graph_ingest.planning.errors import ExtractionFailed, GraphSchemaError
 from graph_ingest.planning.graph_schema import GraphSchema, load_graph_schema, parse_graph_schema
 from graph_ingest.planning.rules import MAX_EVIDENCE, RulesExtractor
+from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA
 
 pytestmark = pytest.mark.timeout(30)
 

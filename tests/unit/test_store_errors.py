@@ -9,8 +9,8 @@ import pytest
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
+from graph_ingest.domain.errors import DependencyUnavailable
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import DependencyUnavailable
 from graph_ingest.settings import PostgresSettings
 from graph_ingest.store.base import StoreError
 from graph_ingest.store.errors import StoreUnavailable, translate, translated

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
+from graph_ingest.domain.candidates import ExtractionIssue
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState, FactKind, FactSource
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.planning.candidates import ExtractionIssue
 from graph_ingest.store.base import (
     MAX_ISSUE_MESSAGE_LENGTH,
     MAX_SUBMISSION_ISSUES,

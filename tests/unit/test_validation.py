@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from graph_ingest.domain.status import StatusCode
-from graph_ingest.planning.candidates import (
+from graph_ingest.domain.candidates import (
     CandidateEvidence,
     EntityCandidate,
     EntityRef,
@@ -15,6 +14,7 @@ from graph_ingest.planning.candidates import (
     ExtractionIssue,
     RelationCandidate,
 )
+from graph_ingest.domain.status import StatusCode
 from graph_ingest.planning.chunking import chunk_document
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.planning.graph_schema import parse_graph_schema

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import ConfigurationError
 from graph_ingest.settings import Settings
 
 

@@ -81,7 +81,7 @@ def _echo_json(value: Any) -> None:
 
 @contextmanager
 def _store(settings: Settings) -> Iterator[PostgresOperationStore]:
-    from graph_ingest.consumers.wiring import postgres_store
+    from graph_ingest.wiring import postgres_store
 
     store = postgres_store(settings)
     store.start()

@@ -8,8 +8,8 @@ from typing import ParamSpec, TypeVar
 import click
 
 from graph_ingest.cli.config import InvalidSetting
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 
 
 class ExitCode(IntEnum):

@@ -61,7 +61,7 @@ def status(operation_id: str, as_json: bool) -> None:
     Example:
       graph-ingest status op_3f2a… --json
     """
-    from graph_ingest.consumers.wiring import postgres_store
+    from graph_ingest.wiring import postgres_store
 
     settings = load_settings()
     store = postgres_store(settings)

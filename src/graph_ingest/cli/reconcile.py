@@ -54,10 +54,10 @@ def reconcile(
       graph-ingest reconcile --space acme --json
       graph-ingest reconcile --space acme --document notes-1843 --repair
     """
-    from graph_ingest.consumers.wiring import postgres_store, started
     from graph_ingest.graph.neo4j import Neo4jGraphWriter
     from graph_ingest.reconcile.report import render_text, to_json
     from graph_ingest.reconcile.service import Reconciler
+    from graph_ingest.wiring import postgres_store, started
 
     settings = load_settings()
     store = postgres_store(settings)

@@ -118,9 +118,9 @@ def exit_code(report: RecoveryReport) -> ExitCode:
 def _recoverer(
     settings: Settings,
 ) -> Iterator[tuple[Recoverer, PostgresOperationStore, KafkaProducer]]:
-    from graph_ingest.consumers.wiring import postgres_store
     from graph_ingest.kafka.producer import KafkaProducer
     from graph_ingest.producers.recovery import Recoverer
+    from graph_ingest.wiring import postgres_store
 
     store = postgres_store(settings)
     producer = KafkaProducer(settings.kafka, flush_timeout_s=settings.recovery.publish_timeout_s)

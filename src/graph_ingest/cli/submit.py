@@ -13,8 +13,8 @@ import click
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 from graph_ingest.cli.params import Duration
+from graph_ingest.domain.request import IngestRequest, RequestKind, StaleRelationPolicy
 from graph_ingest.planning.graph_schema import load_graph_schema
-from graph_ingest.planning.request import IngestRequest, RequestKind, StaleRelationPolicy
 from graph_ingest.producers.follow import Followed
 from graph_ingest.producers.ingest_producer import Submitted
 from graph_ingest.producers.request_files import RequestDefaults, read_requests
@@ -226,8 +226,8 @@ def _send_and_report(
 def _follow(
     settings: Settings, submitted: Sequence[Submitted], timeout_s: float
 ) -> dict[str, Followed]:
-    from graph_ingest.consumers.wiring import postgres_store
     from graph_ingest.producers.follow import follow
+    from graph_ingest.wiring import postgres_store
 
     store = postgres_store(settings)
     store.start()

@@ -33,7 +33,7 @@ def applier(relay: bool) -> None:
     Example:
       GRAPH_INGEST_APPLIER__BATCH_MAX_PLANS=200 graph-ingest worker applier
     """
-    from graph_ingest.consumers.wiring import run_applier
+    from graph_ingest.wiring import run_applier
 
     run_applier(load_settings(), stop_on_signals(), relay=relay)
 
@@ -44,7 +44,7 @@ def applier(relay: bool) -> None:
     "factory",
     metavar="MODULE:FUNCTION",
     help="The function that builds the planner from the settings (default: "
-    "GRAPH_INGEST_PLANNER__FACTORY, graph_ingest.consumers.wiring:build_planner).",
+    "GRAPH_INGEST_PLANNER__FACTORY, graph_ingest.wiring:build_planner).",
 )
 @reports_errors
 def planner(factory: str | None) -> None:
@@ -67,8 +67,8 @@ def planner(factory: str | None) -> None:
       export GRAPH_INGEST_PLANNER__GRAPH_SCHEMA=src/graph_ingest/demo/graph_schema.yaml
       GRAPH_INGEST_PLANNER__WORKER_ID=planner-0 graph-ingest worker planner
     """
-    from graph_ingest.consumers.wiring import run_planner
     from graph_ingest.planning.request_planner import load_planner_factory
+    from graph_ingest.wiring import run_planner
 
     settings = load_settings()
     build = load_planner_factory(factory or settings.planner.factory)

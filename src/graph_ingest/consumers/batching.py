@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
 
-from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.mutation import PropertyValue
 from graph_ingest.domain.plan import IngestionPlan
 

@@ -1,6 +1,6 @@
 """The workers' Kafka consumer: one consume-and-decode path, the partitions it owns, the pause it
 wants, and driver errors translated once. The applier decodes plan messages with it
-(:func:`decode_message`), the planner ingest requests (``consumers.requests``).
+(:func:`decode_message`), the planner ingest requests (``consumers.planner.requests``).
 
 Pause is the worker's own wish (``pause_all`` / ``resume_all``), re-applied to every partition
 assigned while it holds: librdkafka keeps an application pause across a reassignment, and a
@@ -25,9 +25,9 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from graph_ingest.consumers.messages import MessageHeaders, PlanMessage, verified_plan
+from graph_ingest.consumers.plan_message import MessageHeaders, PlanMessage, verified_plan
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import MalformedHeader, translate_kafka_error
 from graph_ingest.kafka.headers import RetryHeaders, headers_of
@@ -102,7 +102,7 @@ def decode_message(
     position["retry"] = retry
     try:
         if kafka_headers.header_value(headers, kafka_headers.CLAIM_CHECK) is not None:
-            # The plan is in PostgreSQL: consumers.claims resolves and verifies it.
+            # The plan is in PostgreSQL: consumers.applier.claims resolves and verifies it.
             claim = parse_claim_reference(value)
             return PlanMessage(**{**position, "value": None}, claim=claim, claim_value=value)
         plan = verified_plan(value)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graph_ingest.domain.plan import PlanKind
-from graph_ingest.planning.request import IngestRequest, RequestKind
+from graph_ingest.domain.request import IngestRequest, RequestKind
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 DOCUMENTS = ("team-payments", "team-platform", "project-atlas", "project-beacon")

@@ -16,8 +16,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from graph_ingest.consumers.wiring import build_planner, postgres_store, run_applier, run_planner
-from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
 from graph_ingest.demo.corpus import (
     DOCUMENTS,
     DROPPED_RELATION,
@@ -38,6 +36,13 @@ from graph_ingest.settings import Settings
 from graph_ingest.stack.manager import LocalStack
 from graph_ingest.store.migrate import migrate
 from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.wiring import (
+    BUNDLED_GRAPH_SCHEMA,
+    build_planner,
+    postgres_store,
+    run_applier,
+    run_planner,
+)
 
 Echo = Callable[[str], None]
 ROUND_TIMEOUT_S = 180.0

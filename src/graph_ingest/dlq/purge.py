@@ -6,7 +6,7 @@ its entry is RESOLVED it never commits, and they would wait forever with nothing
 So a purge that would strand followers is refused, naming them; ``force`` purges it and moves
 every follower to CONFLICT (its own entry, if it has one, RESOLVED with the reason), all in one
 transaction: the planner worker then replans the newest submission of the document on its
-committed state (``consumers.conflicts``). A version that arrives later and would park behind
+committed state (``consumers.planner.conflicts``). A version that arrives later and would park behind
 the purged operation is a CONFLICT at admission for the same reason (``leader_purged``).
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from graph_ingest.consumers.admission import path_to
 from graph_ingest.dlq.entries import dlq_message, with_status
 from graph_ingest.dlq.errors import DlqEntryNotFound, DlqRefused
 from graph_ingest.dlq.status import MAX_NOTE_LENGTH
+from graph_ingest.domain.admission import path_to
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.limits import bounded_text
 from graph_ingest.domain.operation import ErrorInfo, Operation

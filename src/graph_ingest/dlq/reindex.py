@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from graph_ingest.dlq.entries import entry_of
 from graph_ingest.domain.dlq import DlqStatus
-from graph_ingest.errors import GraphIngestError
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.kafka.reader import read_to_end
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.settings import Settings

@@ -31,18 +31,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from graph_ingest.consumers.admission import binding_mismatch
 from graph_ingest.dlq.errors import DlqRefused
+from graph_ingest.domain.admission import binding_mismatch
 from graph_ingest.domain.dlq import DlqEnvelope, DlqStatus
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.kafka import headers as kafka_headers
-from graph_ingest.planning.replans import carried_headers
 from graph_ingest.producers.plan_publisher import sized_plan_message
+from graph_ingest.producers.replans import carried_headers
 from graph_ingest.schemas.codec import decode_ingest_request, decode_plan
-from graph_ingest.store.base import DlqEntry, OutboxMessage, PlanClaim
+from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.store.base import DlqEntry, PlanClaim
 
 
 class PlanSource(StrEnum):

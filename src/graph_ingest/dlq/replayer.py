@@ -34,8 +34,8 @@ from graph_ingest.dlq.replay import (
 )
 from graph_ingest.dlq.status import set_status
 from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.operation import ErrorInfo
-from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import BatchProducer
 from graph_ingest.producers.recovery import is_service_failure

@@ -1,7 +1,34 @@
-"""Errors raised by pure domain logic."""
+"""The package's one exception root, and the errors raised by pure domain logic. Subpackages raise
+subclasses of :class:`GraphIngestError`; adapters translate driver errors into them."""
 
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
+
+
+class GraphIngestError(Exception):
+    """Root of every error graph-ingest raises on purpose; carries a status code."""
+
+    code: StatusCode = StatusCode.INTERNAL
+    dependency: str | None = None
+    """The backing service an adapter's error is about ("postgres", "neo4j", "kafka"), if any."""
+
+    def __init__(self, message: str, *, code: StatusCode | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class ConfigurationError(GraphIngestError):
+    code = StatusCode.FAILED_PRECONDITION
+
+
+class DependencyUnavailable(GraphIngestError):
+    """A backing service (Kafka, Neo4j, PostgreSQL) could not be reached or timed out."""
+
+    code = StatusCode.UNAVAILABLE
 
 
 class DomainError(GraphIngestError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
@@ -122,3 +123,13 @@ def normalize_name(name: str) -> str:
     NFKC): the key is a fixed point, normalising it again changes nothing."""
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
     return " ".join(folded.split())
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedRevision:
+    """The current committed state of a document, as far as the apply algorithm needs it."""
+
+    space: str
+    document_id: str
+    revision: int
+    operation_id: str

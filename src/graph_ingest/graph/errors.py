@@ -1,7 +1,7 @@
 """The graph package's errors. The Neo4j adapter translates every driver error into one of these."""
 
+from graph_ingest.domain.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 
 
 class GraphError(GraphIngestError):

@@ -16,10 +16,10 @@ from typing import TypeVar
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
+from graph_ingest.domain.errors import ConfigurationError, GraphIngestError
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import ConfigurationError, GraphIngestError
 from graph_ingest.graph import cypher
 from graph_ingest.graph.cypher import Statement, StatementKind
 from graph_ingest.graph.errors import (

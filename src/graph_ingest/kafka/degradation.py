@@ -16,13 +16,13 @@ import logging
 
 from confluent_kafka import KafkaError, Message
 
+from graph_ingest.domain.degradation import DegradationEvent
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError
 from graph_ingest.kafka.producer import DeliveryCallback, KafkaProducer
-from graph_ingest.resilience.degradation import DegradationEvent
 from graph_ingest.schemas.codec import encode_degradation_event
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import OutboxMessage
 
 logger = logging.getLogger(__name__)
 

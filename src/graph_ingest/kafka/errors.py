@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
+from graph_ingest.domain.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 
 
 class KafkaIngestError(GraphIngestError):
@@ -183,7 +183,7 @@ def translate_kafka_error(
     """Map a confluent-kafka error (``KafkaException``, ``KafkaError``, or the ``BufferError`` /
     ``ValueError`` / ``TypeError`` that ``produce`` raises) to a :class:`KafkaIngestError`.
 
-    UNAVAILABLE errors are also :class:`~graph_ingest.errors.DependencyUnavailable`; fencing is
+    UNAVAILABLE errors are also :class:`~graph_ingest.domain.errors.DependencyUnavailable`; fencing is
     :class:`ProducerFenced`. An error that already is ours is returned unchanged.
     """
     if isinstance(exc, GraphIngestError):

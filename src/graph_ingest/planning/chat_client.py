@@ -22,9 +22,9 @@ from typing import Any
 
 import httpx
 
+from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.domain.identifiers import is_identifier
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import ConfigurationError
 from graph_ingest.planning.errors import ExtractionFailed, PlanningError
 from graph_ingest.resilience.backoff import backoff_delay
 from graph_ingest.settings import LlmSettings

@@ -17,9 +17,9 @@ import hashlib
 import re
 from collections.abc import Iterator
 
+from graph_ingest.domain.candidates import Chunk
 from graph_ingest.domain.fingerprint import canonical_json
 from graph_ingest.domain.ids import content_hash
-from graph_ingest.planning.candidates import Chunk
 
 # A blank line (possibly holding spaces) separates paragraphs.
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")

@@ -1,7 +1,7 @@
 """Errors raised while planning a document. Each carries the status code that routes it."""
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 
 
 class PlanningError(GraphIngestError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from graph_ingest.planning.candidates import Chunk, Extraction
+from graph_ingest.domain.candidates import Chunk, Extraction
 from graph_ingest.planning.graph_schema import GraphSchema
 
 

@@ -42,8 +42,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from graph_ingest.errors import ConfigurationError
-from graph_ingest.planning.candidates import Chunk, Extraction
+from graph_ingest.domain.candidates import Chunk, Extraction
+from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.planning.chat_client import ChatClient, UnusableReply
 from graph_ingest.planning.graph_schema import GraphSchema
 from graph_ingest.planning.llm_output import MALFORMED_OUTPUT, group_issues, read_answer

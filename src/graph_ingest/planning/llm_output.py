@@ -14,9 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from graph_ingest.domain.identifiers import is_identifier
-from graph_ingest.domain.mutation import PropertyValue
-from graph_ingest.planning.candidates import (
+from graph_ingest.domain.candidates import (
     CandidateEvidence,
     EntityCandidate,
     EntityRef,
@@ -24,6 +22,8 @@ from graph_ingest.planning.candidates import (
     ExtractionIssue,
     RelationCandidate,
 )
+from graph_ingest.domain.identifiers import is_identifier
+from graph_ingest.domain.mutation import PropertyValue
 from graph_ingest.planning.llm_prompt import Segment
 
 MALFORMED_OUTPUT = "MALFORMED_OUTPUT"

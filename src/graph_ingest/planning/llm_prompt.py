@@ -13,8 +13,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graph_ingest.domain.candidates import Chunk
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.planning.candidates import Chunk
 from graph_ingest.planning.errors import ExtractionFailed
 from graph_ingest.planning.graph_schema import GraphSchema, PropertySpec, PropertyType
 

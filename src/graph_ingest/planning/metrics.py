@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
-from graph_ingest.planning.candidates import ExtractionIssue
-from graph_ingest.planning.request import IngestRequest
+from graph_ingest.domain.candidates import ExtractionIssue
+from graph_ingest.domain.request import IngestRequest
 
 
 class PlanningMetrics:

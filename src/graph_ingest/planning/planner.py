@@ -33,9 +33,12 @@ from urllib.request import url2pathname
 
 from pydantic import ValidationError
 
+from graph_ingest.domain.candidates import CandidateEvidence, ExtractionIssue, RelationCandidate
+from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.domain.ids import content_hash, derive_operation_id
 from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert, PropertyValue
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind, Provenance
+from graph_ingest.domain.request import IngestRequest, RequestKind, StaleRelationPolicy
 from graph_ingest.domain.state import (
     DocumentState,
     EntityRegistration,
@@ -45,8 +48,6 @@ from graph_ingest.domain.state import (
     fact_id_of,
 )
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import ConfigurationError
-from graph_ingest.planning.candidates import CandidateEvidence, ExtractionIssue, RelationCandidate
 from graph_ingest.planning.chunking import chunk_document
 from graph_ingest.planning.diff import (
     check_order,
@@ -60,7 +61,6 @@ from graph_ingest.planning.extractor import Extractor
 from graph_ingest.planning.graph_schema import GraphSchema
 from graph_ingest.planning.planned_states import DocumentKey, PlannedStates
 from graph_ingest.planning.precomputed import PrecomputedExtractor
-from graph_ingest.planning.request import IngestRequest, RequestKind, StaleRelationPolicy
 from graph_ingest.planning.request_planner import PlannedRequest
 from graph_ingest.planning.resolution import RegistryView, Resolution, resolve_entities
 from graph_ingest.planning.validation import validate_extraction

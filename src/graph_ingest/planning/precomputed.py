@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from graph_ingest.domain.candidates import Chunk, Extraction
 from graph_ingest.domain.fingerprint import fingerprint_of
-from graph_ingest.planning.candidates import Chunk, Extraction
 from graph_ingest.planning.graph_schema import GraphSchema
 
 

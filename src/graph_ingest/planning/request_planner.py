@@ -1,23 +1,26 @@
 """What the planner worker needs of a planner: plan one request (its plan and the extraction
 issues recorded on the way), forget documents it gave away, open and release what it holds.
 
-``graph_ingest.planning.planner.Planner`` implements it (``consumers.wiring.build_planner``
+``graph_ingest.planning.planner.Planner`` implements it (``wiring.build_planner``
 builds one from settings); the worker only knows this protocol, so
 another planner can be plugged in (``PLANNER__FACTORY``, ``worker planner --planner``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Protocol, cast
 
+from graph_ingest.domain.candidates import ExtractionIssue
+from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.domain.plan import IngestionPlan
-from graph_ingest.errors import ConfigurationError
-from graph_ingest.planning.candidates import ExtractionIssue
-from graph_ingest.planning.request import IngestRequest
+from graph_ingest.domain.request import IngestRequest
 from graph_ingest.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +60,19 @@ class RequestPlanner(Protocol):
 
 PlannerFactory = Callable[[Settings], RequestPlanner]
 
+_MOVED_FACTORIES = {
+    "graph_ingest.consumers.wiring:build_planner": "graph_ingest.wiring:build_planner"
+}
+"""Factory paths of earlier releases, still accepted (the composition root moved in issue 17)."""
+
 
 def load_planner_factory(path: str) -> PlannerFactory:
     """``module:function`` -> the function, which builds a planner from settings."""
+    if path in _MOVED_FACTORIES:
+        log.warning(
+            "planner factory %s moved to %s; update the setting", path, _MOVED_FACTORIES[path]
+        )
+        path = _MOVED_FACTORIES[path]
     module_name, colon, attribute = path.partition(":")
     if not colon or not module_name or not attribute:
         raise ConfigurationError(f"planner factory {path!r}: expected module:function")

@@ -20,11 +20,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from graph_ingest.domain.candidates import CandidateEvidence, EntityCandidate
 from graph_ingest.domain.fingerprint import canonical_json
 from graph_ingest.domain.mutation import PropertyValue
 from graph_ingest.domain.state import EntityRegistration, normalize_name
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.planning.candidates import CandidateEvidence, EntityCandidate
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.planning.names import is_pronoun, strong_names
 

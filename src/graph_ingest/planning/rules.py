@@ -36,14 +36,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from graph_ingest.domain.fingerprint import fingerprint_of
-from graph_ingest.domain.identifiers import Identifier
-from graph_ingest.domain.limits import NonEmptyText
-from graph_ingest.domain.model import FrozenModel
-from graph_ingest.domain.mutation import PropertyValue
-from graph_ingest.domain.state import normalize_name
-from graph_ingest.domain.status import StatusCode
-from graph_ingest.planning.candidates import (
+from graph_ingest.domain.candidates import (
     CandidateEvidence,
     Chunk,
     EntityCandidate,
@@ -52,6 +45,13 @@ from graph_ingest.planning.candidates import (
     ExtractionIssue,
     RelationCandidate,
 )
+from graph_ingest.domain.fingerprint import fingerprint_of
+from graph_ingest.domain.identifiers import Identifier
+from graph_ingest.domain.limits import NonEmptyText
+from graph_ingest.domain.model import FrozenModel
+from graph_ingest.domain.mutation import PropertyValue
+from graph_ingest.domain.state import normalize_name
+from graph_ingest.domain.status import StatusCode
 from graph_ingest.planning.errors import ExtractionFailed, GraphSchemaError
 from graph_ingest.planning.graph_schema import GraphSchema
 from graph_ingest.planning.names import is_pronoun

@@ -15,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from graph_ingest.domain.mutation import PropertyValue
-from graph_ingest.domain.state import normalize_name
-from graph_ingest.planning.candidates import (
+from graph_ingest.domain.candidates import (
     CandidateEvidence,
     Chunk,
     EntityCandidate,
@@ -25,6 +23,8 @@ from graph_ingest.planning.candidates import (
     ExtractionIssue,
     RelationCandidate,
 )
+from graph_ingest.domain.mutation import PropertyValue
+from graph_ingest.domain.state import normalize_name
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.planning.graph_schema import GraphSchema, PropertySpec, PropertyType
 from graph_ingest.planning.names import is_pronoun, strong_names

@@ -3,7 +3,7 @@
 A submission is final when the planner sent it to the DLQ, or when its operation is COMPLETED or
 DEAD_LETTERED. PARKED (waiting behind an earlier version) and FAILED (in a retry tier) are not:
 they move on by themselves. Nor is a CONFLICT, as long as a replan may come: the planner worker
-replans the newest submission of a document (``consumers.conflicts``) and the submission then
+replans the newest submission of a document (``consumers.planner.conflicts``) and the submission then
 points at the replan's operation, which is followed in turn. A CONFLICT is final once its replan
 record says none will come: a newer submission superseded it, or its replans ran out (a planning
 DLQ entry).

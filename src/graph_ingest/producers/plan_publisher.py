@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import KafkaProducer
 from graph_ingest.producers.ingest_producer import message_size
@@ -27,8 +27,9 @@ from graph_ingest.schemas.claim_check import (
     ClaimReference,
 )
 from graph_ingest.schemas.codec import encode_plan
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import OutboxMessage, PlanClaim
+from graph_ingest.store.base import PlanClaim
 
 logger = logging.getLogger(__name__)
 

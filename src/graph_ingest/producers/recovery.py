@@ -30,18 +30,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import BatchProducer
 from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.resilience.classify import error_info
 from graph_ingest.resilience.policy import FailureScope, scope_of
 from graph_ingest.schemas.codec import decode_plan
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import RecoverySettings
-from graph_ingest.store.base import OutboxMessage, PlanClaim, RecoveryClaim, RecoveryStore
+from graph_ingest.store.base import PlanClaim, RecoveryClaim, RecoveryStore
 
 log = logging.getLogger(__name__)
 

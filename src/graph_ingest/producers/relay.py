@@ -35,13 +35,13 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from graph_ingest.errors import GraphIngestError
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.resilience.backoff import backoff_delay
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import OutboxMessage
 from graph_ingest.store.errors import translating
 
 logger = logging.getLogger(__name__)

@@ -12,10 +12,10 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.ids import content_hash
+from graph_ingest.domain.request import IngestOptions, IngestRequest, StaleRelationPolicy
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
-from graph_ingest.planning.request import IngestOptions, IngestRequest, StaleRelationPolicy
 
 JSONL_SUFFIX = ".jsonl"
 

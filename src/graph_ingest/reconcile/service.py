@@ -19,10 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from graph_ingest.domain.errors import FingerprintMismatch
+from graph_ingest.domain.errors import DependencyUnavailable, FingerprintMismatch, GraphIngestError
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.graph.base import ReadWriteGraph
 from graph_ingest.reconcile.drift import Drift, compare, repair_plan, unlisted_in_graph
 from graph_ingest.schemas.codec import DecodeError, decode_plan

@@ -3,9 +3,9 @@
 from pydantic import ValidationError
 
 from graph_ingest.domain.error_detail import ErrorContext, ErrorDetail, RetryAdvice
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.operation import ErrorInfo
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 
 
 def classify(exc: BaseException) -> StatusCode:

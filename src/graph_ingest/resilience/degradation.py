@@ -19,34 +19,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from enum import StrEnum
 
-from pydantic import AwareDatetime, Field
-
-from graph_ingest.domain.limits import NonEmptyText, StoredText
-from graph_ingest.domain.model import FrozenModel
+from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.resilience.breaker import BreakerState, Clock
 
 WallClock = Callable[[], datetime]
 
 DEFAULT_STABLE_S = 60.0
-
-
-class DegradationLevel(StrEnum):
-    L0 = "L0"
-    L1 = "L1"
-    L2 = "L2"
-    L3 = "L3"
-
-
-class DegradationEvent(FrozenModel):
-    """A change of a worker's reported degradation level (topic ``ingestion.degradation``)."""
-
-    worker_id: NonEmptyText
-    level: DegradationLevel
-    previous_level: DegradationLevel
-    reason: StoredText = Field(description="which breakers are not closed, or why it recovered")
-    at: AwareDatetime
 
 
 def degradation_level(

@@ -53,13 +53,13 @@ from typing import Any, TypeVar
 from fastavro import schemaless_reader, schemaless_writer
 from pydantic import BaseModel, ValidationError
 
+from graph_ingest.domain.degradation import DegradationEvent
 from graph_ingest.domain.dlq import DlqEnvelope
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.mutation import PropertyValue
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
-from graph_ingest.errors import GraphIngestError
-from graph_ingest.planning.request import IngestRequest
-from graph_ingest.resilience.degradation import DegradationEvent
+from graph_ingest.domain.request import IngestRequest
 from graph_ingest.schemas.errors import DecodeError, EncodeError
 from graph_ingest.schemas.registry import (
     BUNDLED,

@@ -1,7 +1,7 @@
 """Errors of the Avro codec. A message that cannot be decoded is poison: it keeps its raw bytes."""
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 
 
 class CodecError(GraphIngestError):

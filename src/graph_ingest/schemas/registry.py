@@ -18,7 +18,7 @@ from typing import Any
 from fastavro import parse_schema
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from graph_ingest.errors import ConfigurationError
+from graph_ingest.domain.errors import ConfigurationError
 
 _PACKAGE = "graph_ingest.schemas"
 

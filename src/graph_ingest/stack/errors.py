@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 
 
 class StackError(GraphIngestError):

@@ -15,13 +15,14 @@ from typing import Protocol
 
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.error_detail import ErrorDetail
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.limits import bounded_text
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
-from graph_ingest.domain.state import DocumentState, EntityRegistration
+from graph_ingest.domain.state import CommittedRevision, DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
+from graph_ingest.schemas.messages import OutboxMessage
 
 OperationEventEncoder = Callable[[Operation], bytes]
 
@@ -45,16 +46,6 @@ class RegistryConflict(StoreError):
     """
 
     code = StatusCode.FAILED_PRECONDITION
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedRevision:
-    """The current committed state of a document, as far as the apply algorithm needs it."""
-
-    space: str
-    document_id: str
-    revision: int
-    operation_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,16 +86,6 @@ class StoredPlan:
     operation: Operation
     plan_bytes: bytes
     work_headers: Mapping[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxMessage:
-    topic: str
-    key: bytes | None
-    value: bytes
-    headers: dict[str, str]
-    operation_id: str | None = None
-    sequence: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -596,7 +577,6 @@ class RecoveryStore(Protocol):
 __all__ = [
     "ON_ITS_WAY",
     "CommittedElements",
-    "CommittedRevision",
     "DlqCount",
     "DlqEntry",
     "DlqQuery",
@@ -605,7 +585,6 @@ __all__ = [
     "NewOperation",
     "OperationEventEncoder",
     "OperationStore",
-    "OutboxMessage",
     "PlanClaim",
     "RecoveryClaim",
     "RecoveryStore",

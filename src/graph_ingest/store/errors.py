@@ -10,8 +10,8 @@ from typing import ParamSpec, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
+from graph_ingest.domain.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.store.base import StoreError
 
 P = ParamSpec("P")

@@ -16,7 +16,7 @@ from importlib import resources
 import psycopg
 from psycopg import sql
 
-from graph_ingest.errors import ConfigurationError
+from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.settings import PostgresSettings
 from graph_ingest.store.errors import translating
 

@@ -16,6 +16,7 @@ from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.store.base import (
     ON_ITS_WAY,
     CommittedElements,
@@ -24,7 +25,6 @@ from graph_ingest.store.base import (
     DlqQuery,
     FailureAttempt,
     NewOperation,
-    OutboxMessage,
     PlanClaim,
     RecoveryClaim,
     Replan,

@@ -14,17 +14,16 @@ from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
-from graph_ingest.domain.state import DocumentState, EntityRegistration
+from graph_ingest.domain.state import CommittedRevision, DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.store import postgres_rows as rows
 from graph_ingest.store import postgres_sql as sql
 from graph_ingest.store.base import (
-    CommittedRevision,
     DlqEntry,
     FailureAttempt,
     NewOperation,
     OperationEventEncoder,
-    OutboxMessage,
     PlanClaim,
     Replan,
     StoredPlan,

@@ -7,10 +7,10 @@ from enum import StrEnum
 
 from pydantic import model_validator
 
+from graph_ingest.domain.candidates import Extraction
 from graph_ingest.domain.identifiers import Identifier
 from graph_ingest.domain.limits import NonEmptyText, StoredId, StoredText
 from graph_ingest.domain.model import FrozenModel
-from graph_ingest.planning.candidates import Extraction
 
 
 class StaleRelationPolicy(StrEnum):

@@ -4,7 +4,7 @@ A plan meets a CONFLICT when its document moved past the plan's expected revisio
 applied: another planner planned a version on the committed state while this one's was in flight
 (a rebalance between planners). Nothing a frozen plan can do fixes that; planning the document's
 newest request again, on the committed state, does. The planner worker does it
-(``consumers.conflicts``): it re-submits that request to the requests topic with the headers
+(``consumers.planner.conflicts``): it re-submits that request to the requests topic with the headers
 ``replan_of: <conflicted operation>`` and ``replan_attempt: <n>``, at most
 ``PLANNER__MAX_REPLANS`` times per submission, then makes it a planning DLQ entry.
 
@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.limits import MAX_ID_LENGTH
-from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import Headers
 from graph_ingest.store.base import Submission

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from graph_ingest.consumers.messages import PlanMessage
+from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.resilience.policy import MAIN, REPLAY, Location, RouteKind, tier
 from graph_ingest.settings import Settings

@@ -9,8 +9,8 @@ from enum import StrEnum
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage
+from graph_ingest.domain.state import CommittedRevision
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.store.base import CommittedRevision
 
 
 class Verdict(StrEnum):

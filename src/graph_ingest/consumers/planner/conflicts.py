@@ -2,14 +2,14 @@
 
 The worker reads the operations topic (operation snapshots, ``read_committed``) in a group of its
 own (``PLANNER__GROUP_ID`` + ``.conflicts``), between its batches of requests. For each CONFLICT
-snapshot (``planning.replans.on_conflict`` decides):
+snapshot (``producers.replans.on_conflict`` decides):
 
 * REPLAN: the request that was planned as the conflicted operation is read again from the
   requests topic at its recorded position and submitted again, key, value and headers, with
   ``replan_of`` and ``replan_attempt`` (``ingest_replans``: REQUESTED). The planner plans it on the
-  committed state (``consumers.planner``);
+  committed state (``consumers.planner.worker``);
 * DEAD_LETTER: past ``PLANNER__MAX_REPLANS``, the request becomes a planning DLQ entry instead
-  (``consumers.planning_dlq``: the entry it was replayed from, when it was);
+  (``consumers.planner.planning_dlq``: the entry it was replayed from, when it was);
 * SUPERSEDED (a newer request of the document was planned: recorded), DUPLICATE, IGNORE (no
   planner planned it): nothing is sent.
 
@@ -35,26 +35,21 @@ from datetime import datetime
 from confluent_kafka import Message, TopicPartition
 
 from graph_ingest.consumers.consumer import Partition, PlanConsumer, RetryRead
-from graph_ingest.consumers.messages import MessageHeaders
-from graph_ingest.consumers.planning_dlq import PlanningFailure, dead_letter_requests
-from graph_ingest.consumers.requests import RequestMessage
+from graph_ingest.consumers.plan_message import MessageHeaders
+from graph_ingest.consumers.planner.planning_dlq import PlanningFailure, dead_letter_requests
+from graph_ingest.consumers.planner.requests import RequestMessage
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.reader import read_at
 from graph_ingest.kafka.transactional import TransactionalProducer
-from graph_ingest.planning.replans import ConflictAction, ReplanMark, on_conflict, replan_headers
+from graph_ingest.producers.replans import ConflictAction, ReplanMark, on_conflict, replan_headers
 from graph_ingest.schemas.codec import decode_operation
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import (
-    OperationStore,
-    OutboxMessage,
-    Replan,
-    ReplanOutcome,
-    Submission,
-)
+from graph_ingest.store.base import OperationStore, Replan, ReplanOutcome, Submission
 
 log = logging.getLogger(__name__)
 

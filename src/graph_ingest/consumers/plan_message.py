@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 from graph_ingest.kafka.headers import RetryHeaders
 from graph_ingest.schemas.claim_check import ClaimReference
 from graph_ingest.schemas.codec import decode_plan
@@ -48,7 +48,7 @@ class PlanMessage:
     """What a retry-tier copy says about its journey; None on the main topic."""
     claim: ClaimReference | None = None
     """The claim-check reference the message carried instead of the plan; ``value`` is the
-    stored plan once resolved (``consumers.claims``), ``claim_value`` the message's own value."""
+    stored plan once resolved (``consumers.applier.claims``), ``claim_value`` the message's own value."""
     claim_value: bytes | None = None
 
     @property

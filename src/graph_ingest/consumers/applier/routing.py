@@ -8,7 +8,7 @@ transaction: a message redelivered after a crash finds its attempt recorded and 
 twice, so routing is exactly once without Kafka transactions.
 
 Where a failure goes is the retry policy's decision (``resilience.policy.route``), from the
-delivery that failed and where the plan stands on the ladder (``consumers.ladder``: a resumed or
+delivery that failed and where the plan stands on the ladder (``consumers.applier.ladder``: a resumed or
 released plan starts neither its INTERNAL bound nor its ladder over). Plans of the same document
 parked behind a dead-lettered one follow it to the DLQ, and are released again when it is
 replayed and completes (DESIGN.md §5, issue 6 item 4). A replayed message that fails again
@@ -27,14 +27,14 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from graph_ingest import __version__
-from graph_ingest.consumers.ladder import (
+from graph_ingest.consumers.applier.ladder import (
     Ladder,
     earlier_deliveries,
     first_failed,
     journey_start,
     known_origin,
 )
-from graph_ingest.consumers.messages import MessageHeaders, PlanMessage
+from graph_ingest.consumers.plan_message import MessageHeaders, PlanMessage
 from graph_ingest.dlq.entries import (
     dlq_id_of_operation,
     dlq_id_of_position,
@@ -57,7 +57,8 @@ from graph_ingest.resilience.policy import (
     route,
 )
 from graph_ingest.schemas.codec import decode_dlq_envelope
-from graph_ingest.store.base import DlqEntry, FailureAttempt, OutboxMessage, UnitOfWork
+from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.store.base import DlqEntry, FailureAttempt, UnitOfWork
 
 log = logging.getLogger(__name__)
 

@@ -17,22 +17,19 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
-from graph_ingest.consumers.applier import Outcome, PlanApplier, Position
+from graph_ingest.consumers.applier.apply import Outcome, PlanApplier, Position
+from graph_ingest.consumers.applier.claims import resolve_claims
+from graph_ingest.consumers.applier.routing import Ladder
 from graph_ingest.consumers.batching import OffsetTracker, select_batch
-from graph_ingest.consumers.claims import resolve_claims
 from graph_ingest.consumers.consumer import Partition, PlanConsumer, decode_message
 from graph_ingest.consumers.decode_ahead import DecodeAhead
-from graph_ingest.consumers.messages import PlanMessage
-from graph_ingest.consumers.routing import Ladder
+from graph_ingest.consumers.plan_message import PlanMessage
+from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.resilience.backoff import backoff_delay
 from graph_ingest.resilience.breaker import BreakerState, CircuitBreaker
 from graph_ingest.resilience.classify import classify, dependency_of
-from graph_ingest.resilience.degradation import (
-    DegradationEvent,
-    DegradationLevel,
-    DegradationMonitor,
-)
+from graph_ingest.resilience.degradation import DegradationMonitor
 from graph_ingest.resilience.policy import FailureScope, counts_towards_split, scope_of
 from graph_ingest.settings import Settings
 

@@ -1,13 +1,13 @@
 """The planning DLQ entry of an ingest request: its coordinates, its bytes, and why.
 
 Built by the planner worker for a request that cannot be planned, and for one whose plans kept
-meeting CONFLICTs past ``PLANNER__MAX_REPLANS`` (``consumers.conflicts``). The envelope keeps the
+meeting CONFLICTs past ``PLANNER__MAX_REPLANS`` (``consumers.planner.conflicts``). The envelope keeps the
 request's original topic (the requests topic), key, value and headers: ``dlq replay`` submits
 them again.
 
 A first-hand request's entry is named by its position. A replayed one (header ``dlq_replay``)
 that fails again returns to the entry it was replayed from, as a replayed plan does
-(``consumers.routing``): PENDING_REVIEW again, its history extended with the new attempt, its
+(``consumers.applier.routing``): PENDING_REVIEW again, its history extended with the new attempt, its
 original coordinates kept — unless that entry was purged meanwhile: a purged (RESOLVED) entry
 stays purged, and the failure is a new entry named by the replay's position, linked to the
 purged one by the ``dlq_replay`` header among its original headers. The entry is read and
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from graph_ingest import __version__
-from graph_ingest.consumers.requests import RequestMessage
+from graph_ingest.consumers.planner.requests import RequestMessage
 from graph_ingest.dlq.entries import dlq_id_of_position, dlq_message, entry_of
 from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, DlqStatus, MessageHeader
 from graph_ingest.domain.error_detail import ErrorContext
@@ -32,7 +32,8 @@ from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.resilience.classify import error_detail
 from graph_ingest.resilience.policy import TO_DLQ, retry_advice
 from graph_ingest.schemas.codec import decode_dlq_envelope
-from graph_ingest.store.base import DlqEntry, OutboxMessage, UnitOfWork
+from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.store.base import DlqEntry, UnitOfWork
 
 log = logging.getLogger(__name__)
 

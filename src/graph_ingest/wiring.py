@@ -8,13 +8,13 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-from graph_ingest.consumers.applier import PlanApplier
-from graph_ingest.consumers.planner import PlannerWorker
-from graph_ingest.consumers.routing import Ladder
-from graph_ingest.consumers.runtime import ApplierWorker
-from graph_ingest.demo import BUNDLED_GRAPH_SCHEMA
-from graph_ingest.errors import ConfigurationError
+from graph_ingest.consumers.applier.apply import PlanApplier
+from graph_ingest.consumers.applier.routing import Ladder
+from graph_ingest.consumers.applier.worker import ApplierWorker
+from graph_ingest.consumers.planner.worker import PlannerWorker
+from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.kafka.degradation import DegradationPublisher
@@ -30,6 +30,9 @@ from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import OperationStore
 from graph_ingest.store.postgres import PostgresOperationStore
+
+BUNDLED_GRAPH_SCHEMA = Path(__file__).resolve().parent / "demo" / "graph_schema.yaml"
+"""The graph schema of the demo corpus (and of the planner's tests), with its extraction rules."""
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from graph_ingest.consumers.admission import (
+from graph_ingest.consumers.applier.ladder import journey_start
+from graph_ingest.consumers.applier.routing import Failure, FailureRouter, Follower, Ladder
+from graph_ingest.consumers.plan_message import PlanMessage
+from graph_ingest.dlq.entries import dlq_message, with_status
+from graph_ingest.dlq.purge import leader_purged
+from graph_ingest.domain.admission import (
     Verdict,
     applies_onto,
     binding_mismatch,
@@ -36,18 +41,14 @@ from graph_ingest.consumers.admission import (
     orphan_reason,
     unless_orphaned,
 )
-from graph_ingest.consumers.ladder import journey_start
-from graph_ingest.consumers.messages import PlanMessage
-from graph_ingest.consumers.routing import Failure, FailureRouter, Follower, Ladder
-from graph_ingest.dlq.entries import dlq_message, with_status
-from graph_ingest.dlq.purge import leader_purged
 from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.domain.mutation import Mutation
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.state import CommittedRevision
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.producers.plan_publisher import sized_plan_message
@@ -60,7 +61,7 @@ from graph_ingest.resilience.policy import (
     lone_plan_action,
 )
 from graph_ingest.schemas.codec import decode_plan
-from graph_ingest.store.base import CommittedRevision, NewOperation, OperationStore, UnitOfWork
+from graph_ingest.store.base import NewOperation, OperationStore, UnitOfWork
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ Per poll batch (``ingest.requests``, read_committed, offsets never committed by 
    same way: a PostgreSQL outage holds the partition, it never ends the worker;
 3. in one PostgreSQL transaction: the claim-checked plans (too large for the plans topic), the
    DLQ index rows (a replayed request that fails again extends the entry it was replayed from:
-   ``consumers.planning_dlq``) and what each submission became (``ingest_submissions``, with
+   ``consumers.planner.planning_dlq``) and what each submission became (``ingest_submissions``, with
    its plan's extraction issues, which ``status`` shows);
 4. in **one Kafka transaction**: the plans (``plan_message``, with the submission id and a child
    of the request's ``traceparent``), the DLQ envelopes, and the offsets of the requests handled
@@ -40,37 +40,37 @@ from datetime import UTC, datetime
 
 from confluent_kafka import TopicPartition
 
-from graph_ingest.consumers.conflicts import ConflictWatcher
 from graph_ingest.consumers.consumer import Partition, PlanConsumer
-from graph_ingest.consumers.planning_dlq import PlanningFailure, dead_letter_requests
-from graph_ingest.consumers.requests import RequestMessage, decode_request_message
+from graph_ingest.consumers.planner.conflicts import ConflictWatcher
+from graph_ingest.consumers.planner.planning_dlq import PlanningFailure, dead_letter_requests
+from graph_ingest.consumers.planner.requests import RequestMessage, decode_request_message
+from graph_ingest.domain.candidates import ExtractionIssue
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.trace import TraceParent, new_trace_id
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.kafka.transactional import TransactionalProducer
-from graph_ingest.planning.candidates import ExtractionIssue
 from graph_ingest.planning.errors import ExtractionFailed
-from graph_ingest.planning.replans import (
+from graph_ingest.planning.request_planner import PlannedRequest, RequestPlanner
+from graph_ingest.producers.ingest_producer import submission_id_of
+from graph_ingest.producers.plan_publisher import sized_plan_message
+from graph_ingest.producers.replans import (
     ConflictAction,
     ReplanMark,
     replan_mark,
     replan_operation_id,
     replan_standing,
 )
-from graph_ingest.planning.request_planner import PlannedRequest, RequestPlanner
-from graph_ingest.producers.ingest_producer import submission_id_of
-from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.resilience.backoff import backoff_delay
 from graph_ingest.resilience.classify import classify
 from graph_ingest.resilience.policy import PlanningAction, planning_action
 from graph_ingest.schemas.codec import encode_plan
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import (
     DlqEntry,
     OperationStore,
-    OutboxMessage,
     PlanClaim,
     Replan,
     ReplanOutcome,

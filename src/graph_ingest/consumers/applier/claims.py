@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from graph_ingest.consumers.messages import PlanMessage, verified_plan
+from graph_ingest.consumers.plan_message import PlanMessage, verified_plan
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.errors import GraphIngestError
 
 ClaimLookup = Callable[[Sequence[tuple[str, str]]], Mapping[tuple[str, str], bytes]]
 
