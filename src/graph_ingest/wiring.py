@@ -29,7 +29,7 @@ from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import OperationStore
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.postgres.store import PostgresOperationStore
 
 BUNDLED_GRAPH_SCHEMA = Path(__file__).resolve().parent / "demo" / "graph_schema.yaml"
 """The graph schema of the demo corpus (and of the planner's tests), with its extraction rules."""

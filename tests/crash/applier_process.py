@@ -33,7 +33,7 @@ from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import UnitOfWork
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.wiring import postgres_store, run_applier
 
 

@@ -20,9 +20,9 @@ from graph_ingest.consumers.planner.worker import PlannerWorker, planner_produce
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import Submission
 from graph_ingest.store.errors import StoreUnavailable
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.postgres.store import PostgresOperationStore
+from graph_ingest.store.submissions import Submission
 from graph_ingest.wiring import postgres_store
 from tests.crash.applier_process import halt
 from tests.planners import build

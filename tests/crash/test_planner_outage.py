@@ -11,7 +11,7 @@ import pytest
 
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.stack.manager import LocalStack
-from graph_ingest.store.base import ReplanOutcome
+from graph_ingest.store.submissions import ReplanOutcome
 from graph_ingest.waiting import wait_until
 from tests.crash.test_planner_crash import start
 from tests.integration.pipeline import Pipeline

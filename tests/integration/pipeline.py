@@ -27,9 +27,9 @@ from graph_ingest.producers.relay import OutboxRelay
 from graph_ingest.schemas.codec import decode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.stack.envvars import pipeline_env
-from graph_ingest.store.base import DlqEntry, DlqQuery
+from graph_ingest.store.dlq_index import DlqEntry, DlqQuery
 from graph_ingest.store.migrate import migrate
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA, postgres_store, run_applier, run_planner
 

@@ -20,7 +20,7 @@ from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.schemas.codec import encode_operation, encode_plan
 from graph_ingest.store.base import UnitOfWork
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import build_applier
 from tests.integration.pipeline import CountingWriter, Pipeline

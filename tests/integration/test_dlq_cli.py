@@ -33,7 +33,7 @@ from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import RetryHeaders
 from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.schemas.codec import decode_dlq_envelope
-from graph_ingest.store.base import DlqEntry
+from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end

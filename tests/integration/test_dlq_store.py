@@ -14,8 +14,8 @@ from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import PostgresSettings
-from graph_ingest.store.base import DlqEntry, DlqQuery
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.dlq_index import DlqEntry, DlqQuery
+from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.waiting import wait_until
 from tests.integration.test_postgres_store import lock_waiters, pg, store
 

@@ -34,7 +34,7 @@ from graph_ingest.schemas.codec import (
     write_single_object,
 )
 from graph_ingest.schemas.registry import BUNDLED, PLAN
-from graph_ingest.store.base import DlqEntry
+from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.wiring import build_applier, postgres_store, started
 from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import FailingWriter, Pipeline

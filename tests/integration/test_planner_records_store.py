@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from graph_ingest.store.base import PlanClaim, Submission
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.plan_claims import PlanClaim
+from graph_ingest.store.postgres.store import PostgresOperationStore
+from graph_ingest.store.submissions import Submission
 from tests.integration.test_postgres_store import pg, store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

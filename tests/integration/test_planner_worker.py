@@ -14,7 +14,8 @@ from graph_ingest.domain.trace import parse_traceparent
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.producers.ingest_producer import IngestProducer, request_message
 from graph_ingest.schemas.codec import decode_plan
-from graph_ingest.store.base import DlqQuery, Submission
+from graph_ingest.store.dlq_index import DlqQuery
+from graph_ingest.store.submissions import Submission
 from graph_ingest.waiting import wait_until
 from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import Pipeline

@@ -18,8 +18,8 @@ from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.schemas.messages import OutboxMessage
-from graph_ingest.store.base import DlqEntry
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.dlq_index import DlqEntry
+from graph_ingest.store.postgres.store import PostgresOperationStore
 from tests.integration.test_postgres_store import pg, store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

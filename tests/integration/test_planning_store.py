@@ -7,7 +7,7 @@ import pytest
 
 from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.state import DocumentState, EntityRegistration
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.postgres.store import PostgresOperationStore
 from tests.integration.test_postgres_store import SPACE, pg, reg, store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

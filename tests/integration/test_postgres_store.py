@@ -34,16 +34,13 @@ from graph_ingest.domain.state import (
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import PostgresSettings, Settings
-from graph_ingest.store.base import (
-    DlqEntry,
-    FailureAttempt,
-    NewOperation,
-    RegistryConflict,
-    StoredPlan,
-    StoreError,
-)
+from graph_ingest.store.dlq_index import DlqEntry
+from graph_ingest.store.errors import RegistryConflict, StoreError
+from graph_ingest.store.failures import FailureAttempt
 from graph_ingest.store.migrate import available_migrations, migrate
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.operations import NewOperation
+from graph_ingest.store.parking import StoredPlan
+from graph_ingest.store.postgres.store import PostgresOperationStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

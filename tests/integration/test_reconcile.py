@@ -19,7 +19,7 @@ from graph_ingest.domain.state import DocumentState
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.reconcile.service import Reconciler, RepairStatus
 from graph_ingest.schemas.codec import encode_plan
-from graph_ingest.store.base import NewOperation
+from graph_ingest.store.operations import NewOperation
 from tests.integration.pipeline import Pipeline
 from tests.samples import Entity, Relation, sample_plan
 

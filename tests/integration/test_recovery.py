@@ -32,8 +32,9 @@ from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import StoreError, UnitOfWork
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.base import UnitOfWork
+from graph_ingest.store.errors import StoreError
+from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import run_applier
 from tests.integration.pipeline import FailingWriter, Pipeline

@@ -14,8 +14,9 @@ from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.settings import PostgresSettings
-from graph_ingest.store.base import NewOperation, RecoveryClaim
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.operations import NewOperation
+from graph_ingest.store.postgres.store import PostgresOperationStore
+from graph_ingest.store.recovery import RecoveryClaim
 from tests.integration.test_postgres_store import TOPIC, encode, pg, query, store
 
 __all__ = ["pg", "store"]

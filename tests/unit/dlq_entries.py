@@ -11,7 +11,7 @@ from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.schemas.codec import encode_plan
-from graph_ingest.store.base import DlqEntry
+from graph_ingest.store.dlq_index import DlqEntry
 from tests.unit.dlq_envelopes import envelope
 from tests.unit.plans import operation_of as plan_operation
 

@@ -12,7 +12,7 @@ from graph_ingest.producers.ingest_producer import message_size
 from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.schemas.claim_check import ClaimReference, parse_claim_reference
 from graph_ingest.schemas.codec import DecodeError, encode_plan
-from graph_ingest.store.base import PlanClaim
+from graph_ingest.store.plan_claims import PlanClaim
 from tests.unit.plans import plan_for
 
 pytestmark = pytest.mark.timeout(30)

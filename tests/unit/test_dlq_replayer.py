@@ -21,7 +21,7 @@ from graph_ingest.kafka.producer import ProducerMessage
 from graph_ingest.schemas.codec import decode_dlq_envelope, encode_plan
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import DlqEntry, DlqQuery
+from graph_ingest.store.dlq_index import DlqEntry, DlqQuery
 from tests.unit.dlq_entries import entry_for, operation_of
 from tests.unit.dlq_envelopes import attempt
 from tests.unit.plans import plan_for

@@ -27,7 +27,7 @@ from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import ErrorInfo
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.schemas.codec import decode_dlq_envelope
-from graph_ingest.store.base import DlqCount, DlqQuery, DlqStats
+from graph_ingest.store.dlq_index import DlqCount, DlqQuery, DlqStats
 from tests.unit.dlq_entries import entry_for, operation_of
 from tests.unit.plans import plan_for
 

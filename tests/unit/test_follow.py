@@ -9,7 +9,7 @@ import pytest
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.producers.follow import Followed
-from graph_ingest.store.base import Replan, ReplanOutcome, Submission
+from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 SUBMISSION = Submission(

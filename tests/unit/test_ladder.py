@@ -13,7 +13,7 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import new_trace_id
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.resilience.policy import MAIN, REPLAY, tier
-from graph_ingest.store.base import FailureAttempt
+from graph_ingest.store.failures import FailureAttempt
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 LADDER = Ladder(

@@ -3,7 +3,7 @@
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.reconcile.drift import Drift, compare, repair_plan, unlisted_in_graph
-from graph_ingest.store.base import CommittedElements
+from graph_ingest.store.documents import CommittedElements
 from tests.samples import Entity, Relation, sample_plan
 from tests.unit.plans import ACME, ALICE, BERLIN, plan_for
 

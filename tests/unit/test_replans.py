@@ -15,7 +15,7 @@ from graph_ingest.producers.replans import (
     replan_operation_id,
     replan_standing,
 )
-from graph_ingest.store.base import Submission
+from graph_ingest.store.submissions import Submission
 from tests.unit.planning_fakes import T0
 
 pytestmark = pytest.mark.timeout(30)

@@ -13,15 +13,17 @@ from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState, FactKind, FactSource
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.store.base import (
+from graph_ingest.store.errors import StoreError
+from graph_ingest.store.migrate import available_migrations
+from graph_ingest.store.postgres.documents import check_commit_batch, stamp_committed_at
+from graph_ingest.store.postgres.operation_rows import operation_from_row, snapshot_values
+from graph_ingest.store.postgres.operations import snapshot_chains
+from graph_ingest.store.postgres.params import key_columns
+from graph_ingest.store.submissions import (
     MAX_ISSUE_MESSAGE_LENGTH,
     MAX_SUBMISSION_ISSUES,
-    StoreError,
     submission_issues,
 )
-from graph_ingest.store.migrate import available_migrations
-from graph_ingest.store.postgres_rows import key_columns, operation_from_row, snapshot_values
-from graph_ingest.store.postgres_uow import check_commit_batch, snapshot_chains, stamp_committed_at
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

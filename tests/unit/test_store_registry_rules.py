@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from graph_ingest.domain.state import EntityRegistration
-from graph_ingest.store.base import RegistryConflict
+from graph_ingest.store.errors import RegistryConflict
 from graph_ingest.store.registry_rules import (
     RegistryRow,
     check_against_existing,

@@ -16,11 +16,11 @@ from graph_ingest.cli.params import Duration
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import DlqQuery
+from graph_ingest.store.dlq_index import DlqQuery
 
 if TYPE_CHECKING:  # the commands import lazily: --help stays fast
     from graph_ingest.dlq.replayer import DlqReplayer, ReplayReport
-    from graph_ingest.store.postgres import PostgresOperationStore
+    from graph_ingest.store.postgres.store import PostgresOperationStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -11,7 +11,8 @@ from graph_ingest.cli.exit_codes import ExitCode, reports_errors
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
-from graph_ingest.store.base import FailureAttempt, Replan, ReplanOutcome, Submission
+from graph_ingest.store.failures import FailureAttempt
+from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission
 
 SHOWN_ISSUES = 5
 """`status` (text) lists this many extraction issues, then says how many more there are."""

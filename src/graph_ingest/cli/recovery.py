@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the commands import lazily: --help stays fast
     from graph_ingest.domain.operation import Operation
     from graph_ingest.kafka.producer import KafkaProducer
     from graph_ingest.producers.recovery import Recovered, Recoverer, RecoveryReport
-    from graph_ingest.store.postgres import PostgresOperationStore
+    from graph_ingest.store.postgres.store import PostgresOperationStore
 
 # -- output ---------------------------------------------------------------------------------
 

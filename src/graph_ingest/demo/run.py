@@ -35,7 +35,7 @@ from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.settings import Settings
 from graph_ingest.stack.manager import LocalStack
 from graph_ingest.store.migrate import migrate
-from graph_ingest.store.postgres import PostgresOperationStore
+from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.wiring import (
     BUNDLED_GRAPH_SCHEMA,
     build_planner,

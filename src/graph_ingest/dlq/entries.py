@@ -16,7 +16,7 @@ from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import Headers
 from graph_ingest.schemas.codec import decode_dlq_envelope, encode_dlq_envelope
 from graph_ingest.schemas.messages import OutboxMessage
-from graph_ingest.store.base import DlqEntry
+from graph_ingest.store.dlq_index import DlqEntry
 
 
 def dlq_id_of_operation(operation_id: str) -> str:

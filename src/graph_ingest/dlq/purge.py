@@ -24,7 +24,8 @@ from graph_ingest.domain.limits import bounded_text
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.store.base import DlqEntry, OperationStore
+from graph_ingest.store.base import OperationStore
+from graph_ingest.store.dlq_index import DlqEntry
 
 
 def leader_purged(leader: Operation) -> ErrorInfo:

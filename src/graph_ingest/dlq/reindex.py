@@ -21,7 +21,8 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.kafka.reader import read_to_end
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import DlqEntry, DlqQuery, OperationStore
+from graph_ingest.store.base import OperationStore
+from graph_ingest.store.dlq_index import DlqEntry, DlqQuery
 
 log = logging.getLogger(__name__)
 

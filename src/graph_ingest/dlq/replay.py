@@ -43,7 +43,8 @@ from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.producers.replans import carried_headers
 from graph_ingest.schemas.codec import decode_ingest_request, decode_plan
 from graph_ingest.schemas.messages import OutboxMessage
-from graph_ingest.store.base import DlqEntry, PlanClaim
+from graph_ingest.store.dlq_index import DlqEntry
+from graph_ingest.store.plan_claims import PlanClaim
 
 
 class PlanSource(StrEnum):

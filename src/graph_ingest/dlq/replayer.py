@@ -42,7 +42,8 @@ from graph_ingest.producers.recovery import is_service_failure
 from graph_ingest.resilience.classify import error_info
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import DlqEntry, DlqQuery, OperationStore
+from graph_ingest.store.base import OperationStore
+from graph_ingest.store.dlq_index import DlqEntry, DlqQuery
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ from graph_ingest.dlq.entries import dlq_message, with_status
 from graph_ingest.dlq.errors import DlqEntryNotFound
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.limits import MAX_ERROR_MESSAGE_LENGTH, bounded_text
-from graph_ingest.store.base import DlqEntry, OperationStore
+from graph_ingest.store.base import OperationStore
+from graph_ingest.store.dlq_index import DlqEntry
 
 MAX_NOTE_LENGTH = MAX_ERROR_MESSAGE_LENGTH
 """A note (a purge's reason) is cut there, the cut marked, like an error message."""

@@ -13,7 +13,7 @@ from graph_ingest.dlq.replayer import Action, ReplayItem, ReplayReport
 from graph_ingest.domain.dlq import DlqEnvelope, DlqStatus
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
-from graph_ingest.store.base import DlqEntry, DlqStats
+from graph_ingest.store.dlq_index import DlqEntry, DlqStats
 
 
 def format_age(seconds: float) -> str:

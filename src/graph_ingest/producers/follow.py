@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
-from graph_ingest.store.base import OperationStore, Replan, ReplanOutcome, Submission
+from graph_ingest.store.base import OperationStore
+from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission
 
 _FINAL = frozenset({Stage.COMPLETED, Stage.DEAD_LETTERED})
 _NO_REPLAN_COMING = frozenset({ReplanOutcome.SUPERSEDED, ReplanOutcome.DEAD_LETTERED})

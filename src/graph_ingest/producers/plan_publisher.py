@@ -29,7 +29,7 @@ from graph_ingest.schemas.claim_check import (
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import PlanClaim
+from graph_ingest.store.plan_claims import PlanClaim
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,8 @@ from graph_ingest.resilience.policy import FailureScope, scope_of
 from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import RecoverySettings
-from graph_ingest.store.base import PlanClaim, RecoveryClaim, RecoveryStore
+from graph_ingest.store.plan_claims import PlanClaim
+from graph_ingest.store.recovery import RecoveryClaim, RecoveryStore
 
 log = logging.getLogger(__name__)
 

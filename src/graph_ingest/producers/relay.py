@@ -29,11 +29,8 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
-
-import psycopg
-from psycopg import sql
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
@@ -42,9 +39,12 @@ from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.resilience.backoff import backoff_delay
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
-from graph_ingest.store.errors import translating
+from graph_ingest.store.outbox import OutboxFeed, OutboxRow
+from graph_ingest.store.postgres.outbox import PostgresOutboxFeed
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def advisory_lock_key(schema_name: str) -> int:
@@ -100,10 +100,9 @@ class OutboxRelay:
             timeout_s=settings.relay.flush_timeout_s,
             **dict(producer_overrides or {}),
         )
-        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._outbox: OutboxFeed = PostgresOutboxFeed(settings.postgres)
         self._holds_lock = False
         self._standby_logged = False
-        self._table = sql.Identifier(self._schema, "outbox")
         self.published_total = 0
         """Rows published (and marked) by this relay since it was created."""
 
@@ -264,57 +263,36 @@ class OutboxRelay:
 
     def backlog(self) -> int:
         """Number of unpublished outbox rows (works before :meth:`start`, with its own connection)."""
-        query = sql.SQL("SELECT count(*) FROM {} WHERE published_at IS NULL").format(self._table)
-        if self._conn is not None and not self._conn.closed:
-            return self._scalar(self._conn, query)
-        with translating(), self._connect() as conn:
-            return self._scalar(conn, query)
+        return self._outbox.unpublished_count()
 
     # --- PostgreSQL -----------------------------------------------------------------------------
 
-    def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
-        return psycopg.connect(self._settings.postgres.conninfo(), autocommit=True)
-
-    def _connection(self) -> psycopg.Connection[tuple[Any, ...]]:
-        if self._conn is None or self._conn.closed:
+    def _connection(self) -> OutboxFeed:
+        if not self._outbox.is_open:
             self._holds_lock = False
-            with translating():
-                self._conn = self._connect()
-        return self._conn
+            self._outbox.open()
+        return self._outbox
 
     def _disconnect(self) -> None:
-        conn, self._conn = self._conn, None
         if self._holds_lock:
             logger.info("outbox[%s] relay lock released", self._schema)
         self._holds_lock = False
-        if conn is not None:
-            conn.close()
+        self._outbox.close()
 
-    def _scalar(self, conn: psycopg.Connection[tuple[Any, ...]], query: sql.Composed) -> int:
-        with translating():
-            row = conn.execute(query).fetchone()
-        return int(row[0]) if row else 0
-
-    def _execute(
-        self, query: sql.SQL | sql.Composed, params: tuple[Any, ...]
-    ) -> psycopg.Cursor[tuple[Any, ...]]:
-        """Run one statement on the relay connection; on any database error drop the connection
-        (and with it the lock): a fresh one is made, and the lock re-taken, on the next round."""
-        conn = self._connection()
+    def _on_feed(self, call: Callable[[OutboxFeed], T]) -> T:
+        """Run one call on the relay's session; on any database error drop the session (and
+        with it the lock): a fresh one is made, and the lock re-taken, on the next round."""
+        feed = self._connection()
         try:
-            with translating():
-                return conn.execute(query, params)
+            return call(feed)
         except GraphIngestError:
             self._disconnect()
             raise
 
     def _acquire_lock(self) -> bool:
-        if self._holds_lock and self._conn is not None and not self._conn.closed:
+        if self._holds_lock and self._outbox.is_open:
             return True
-        row = self._execute(
-            sql.SQL("SELECT pg_try_advisory_lock(%s)"), (self._lock_key,)
-        ).fetchone()
-        if not (row and row[0]):
+        if not self._on_feed(lambda feed: feed.try_lock(self._lock_key)):
             if not self._standby_logged:
                 logger.info(
                     "outbox[%s] another relay holds lock %d: standing by (polling every %.1fs)",
@@ -339,18 +317,11 @@ class OutboxRelay:
         )
         return True
 
-    def _fetch(self) -> list[tuple[Any, ...]]:
-        query = sql.SQL(
-            "SELECT id, topic, message_key, message_value, headers, operation_id, sequence "
-            "FROM {} WHERE published_at IS NULL ORDER BY id LIMIT %s"
-        ).format(self._table)
-        return self._execute(query, (self._batch_size,)).fetchall()
+    def _fetch(self) -> list[OutboxRow]:
+        return self._on_feed(lambda feed: feed.unpublished(self._batch_size))
 
     def _mark(self, ids: list[int]) -> int:
-        query = sql.SQL(
-            "UPDATE {} SET published_at = now() WHERE id = ANY(%s) AND published_at IS NULL"
-        ).format(self._table)
-        return self._execute(query, (ids,)).rowcount
+        return self._on_feed(lambda feed: feed.mark_published(ids))
 
 
 __all__ = ["OutboxRelay", "advisory_lock_key", "outbox_message"]

@@ -23,7 +23,7 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.limits import MAX_ID_LENGTH
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import Headers
-from graph_ingest.store.base import Submission
+from graph_ingest.store.submissions import Submission
 
 # Headers a request re-submitted for a replan does not carry over from the copy it was read from.
 _NOT_CARRIED = frozenset(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.plan import IngestionPlan
-from graph_ingest.store.base import CommittedElements
+from graph_ingest.store.documents import CommittedElements
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,8 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.base import ReadWriteGraph
 from graph_ingest.reconcile.drift import Drift, compare, repair_plan, unlisted_in_graph
 from graph_ingest.schemas.codec import DecodeError, decode_plan
-from graph_ingest.store.base import CommittedElements, OperationStore
+from graph_ingest.store.base import OperationStore
+from graph_ingest.store.documents import CommittedElements
 
 log = logging.getLogger(__name__)
 

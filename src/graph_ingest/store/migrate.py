@@ -18,7 +18,7 @@ from psycopg import sql
 
 from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.settings import PostgresSettings
-from graph_ingest.store.errors import translating
+from graph_ingest.store.postgres.translate import translating
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from graph_ingest.domain.state import EntityRegistration
-from graph_ingest.store.base import RegistryConflict
+from graph_ingest.store.errors import RegistryConflict
 
 RegistryKey = tuple[str, str, str]
 NodeKey = tuple[str, str]

@@ -61,7 +61,8 @@ from graph_ingest.resilience.policy import (
     lone_plan_action,
 )
 from graph_ingest.schemas.codec import decode_plan
-from graph_ingest.store.base import NewOperation, OperationStore, UnitOfWork
+from graph_ingest.store.base import OperationStore, UnitOfWork
+from graph_ingest.store.operations import NewOperation
 
 log = logging.getLogger(__name__)
 

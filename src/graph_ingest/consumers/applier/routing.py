@@ -58,7 +58,9 @@ from graph_ingest.resilience.policy import (
 )
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.schemas.messages import OutboxMessage
-from graph_ingest.store.base import DlqEntry, FailureAttempt, UnitOfWork
+from graph_ingest.store.base import UnitOfWork
+from graph_ingest.store.dlq_index import DlqEntry
+from graph_ingest.store.failures import FailureAttempt
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,8 @@ from graph_ingest.producers.replans import ConflictAction, ReplanMark, on_confli
 from graph_ingest.schemas.codec import decode_operation
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import OperationStore, Replan, ReplanOutcome, Submission
+from graph_ingest.store.base import OperationStore
+from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,8 @@ from graph_ingest.resilience.classify import error_detail
 from graph_ingest.resilience.policy import TO_DLQ, retry_advice
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.schemas.messages import OutboxMessage
-from graph_ingest.store.base import DlqEntry, UnitOfWork
+from graph_ingest.store.base import UnitOfWork
+from graph_ingest.store.dlq_index import DlqEntry
 
 log = logging.getLogger(__name__)
 

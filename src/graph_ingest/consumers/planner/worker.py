@@ -68,15 +68,10 @@ from graph_ingest.resilience.policy import PlanningAction, planning_action
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
-from graph_ingest.store.base import (
-    DlqEntry,
-    OperationStore,
-    PlanClaim,
-    Replan,
-    ReplanOutcome,
-    Submission,
-    submission_issues,
-)
+from graph_ingest.store.base import OperationStore
+from graph_ingest.store.dlq_index import DlqEntry
+from graph_ingest.store.plan_claims import PlanClaim
+from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission, submission_issues
 
 log = logging.getLogger(__name__)
 

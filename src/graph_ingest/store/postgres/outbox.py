@@ -1,0 +1,135 @@
+"""The outbox port on PostgreSQL: appending rows in a unit of work, and the relay's feed.
+
+The feed is the relay's own autocommit session: a session-level advisory lock (one active relay
+per schema), the oldest unpublished rows, their ``published_at`` mark, the backlog count. Its
+statements name the table with its schema: the relay's connection has no search_path of ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.settings import PostgresSettings
+from graph_ingest.store.errors import StoreError
+from graph_ingest.store.outbox import OutboxRow
+from graph_ingest.store.postgres.params import Columns, json_text
+from graph_ingest.store.postgres.session import TransactionSession
+from graph_ingest.store.postgres.translate import translated, translating
+
+ENQUEUE = """
+INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
+SELECT topic, message_key, message_value, headers::jsonb, operation_id, sequence
+FROM unnest(
+    %(topic)b::text[], %(message_key)b::bytea[], %(message_value)b::bytea[], %(headers)b::text[],
+    %(operation_id)b::text[], %(sequence)b::int[]
+) WITH ORDINALITY AS m(topic, message_key, message_value, headers, operation_id, sequence, ord)
+ORDER BY ord
+"""
+
+
+# A sequential scan of the outbox (its index covers unpublished rows only): reindex is rare.
+NEWEST_OUTBOX_VALUES = """
+SELECT DISTINCT ON (message_key) message_key, message_value
+FROM outbox
+WHERE topic = %(topic)s AND message_key IS NOT NULL
+  AND (published_at IS NULL OR published_at >= %(since)s)
+ORDER BY message_key, id DESC
+"""
+
+
+class PostgresOutboxWriter(TransactionSession):
+    """``OutboxWriter`` in a unit of work."""
+
+    @translated
+    def enqueue(self, messages: Sequence[OutboxMessage]) -> None:
+        if messages:
+            self._execute(ENQUEUE, outbox_columns(messages))
+
+    @translated
+    def newest_outbox_values(self, topic: str, since: datetime) -> dict[bytes, bytes]:
+        found = self._fetch(NEWEST_OUTBOX_VALUES, {"topic": topic, "since": since})
+        return {bytes(row["message_key"]): bytes(row["message_value"]) for row in found}
+
+
+def outbox_columns(messages: Sequence[OutboxMessage]) -> Columns:
+    return {
+        "topic": [m.topic for m in messages],
+        "message_key": [m.key for m in messages],
+        "message_value": [m.value for m in messages],
+        "headers": [json_text(m.headers) for m in messages],
+        "operation_id": [m.operation_id for m in messages],
+        "sequence": [m.sequence for m in messages],
+    }
+
+
+class PostgresOutboxFeed:
+    """``OutboxFeed`` on an autocommit connection of its own. Constructing it touches nothing."""
+
+    def __init__(self, settings: PostgresSettings) -> None:
+        self._settings = settings
+        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._table = sql.Identifier(settings.schema_name, "outbox")
+
+    @property
+    def is_open(self) -> bool:
+        return self._conn is not None and not self._conn.closed
+
+    def open(self) -> None:
+        with translating():
+            self._conn = self._connect()
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def try_lock(self, key: int) -> bool:
+        row = self._execute(sql.SQL("SELECT pg_try_advisory_lock(%s)"), (key,)).fetchone()
+        return bool(row and row[0])
+
+    def unpublished(self, limit: int) -> list[OutboxRow]:
+        query = sql.SQL(
+            "SELECT id, topic, message_key, message_value, headers, operation_id, sequence "
+            "FROM {} WHERE published_at IS NULL ORDER BY id LIMIT %s"
+        ).format(self._table)
+        return [OutboxRow(*row) for row in self._execute(query, (limit,)).fetchall()]
+
+    def mark_published(self, ids: Sequence[int]) -> int:
+        query = sql.SQL(
+            "UPDATE {} SET published_at = now() WHERE id = ANY(%s) AND published_at IS NULL"
+        ).format(self._table)
+        return self._execute(query, (list(ids),)).rowcount
+
+    def unpublished_count(self) -> int:
+        query = sql.SQL("SELECT count(*) FROM {} WHERE published_at IS NULL").format(self._table)
+        if self._conn is not None and not self._conn.closed:
+            return self._scalar(self._conn, query)
+        with translating(), self._connect() as conn:
+            return self._scalar(conn, query)
+
+    def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
+        return psycopg.connect(self._settings.conninfo(), autocommit=True)
+
+    def _scalar(self, conn: psycopg.Connection[tuple[Any, ...]], query: sql.Composed) -> int:
+        with translating():
+            row = conn.execute(query).fetchone()
+        return int(row[0]) if row else 0
+
+    def _execute(
+        self, query: sql.SQL | sql.Composed, params: tuple[Any, ...]
+    ) -> psycopg.Cursor[tuple[Any, ...]]:
+        """Run one statement on the open session (its caller closes it on an error)."""
+        if self._conn is None or self._conn.closed:
+            raise StoreError(
+                "the outbox feed is not open (call open() first)",
+                code=StatusCode.FAILED_PRECONDITION,
+            )
+        with translating():
+            return self._conn.execute(query, params)

@@ -1,0 +1,160 @@
+"""The entity registry port on PostgreSQL: node locks, the registry rows, their upsert."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from graph_ingest.domain.state import EntityRegistration
+from graph_ingest.store.postgres.fragments import advisory_xact_locks
+from graph_ingest.store.postgres.params import Columns, Row, json_text, key_columns
+from graph_ingest.store.postgres.session import PooledReads, TransactionSession
+from graph_ingest.store.postgres.translate import translated
+from graph_ingest.store.registry_rules import (
+    RegistryRow,
+    check_against_existing,
+    merge_within_call,
+    reassignment,
+    registry_key,
+)
+
+# Serialises "one type per node" registry checks for the same node.
+LOCK_REGISTRY_NODES = advisory_xact_locks("entity_registry", "node_id")
+
+
+# Existing rows for any of the keys or nodes (a superset: the caller matches exactly), locked.
+# Written as two index-friendly disjuncts (primary key; (space, node_id)).
+SELECT_REGISTRY = """
+SELECT space, entity_type, normalized_name, name, node_id, aliases
+FROM entity_registry
+WHERE (space = ANY(%(space)b::text[])
+       AND entity_type = ANY(%(entity_type)b::text[])
+       AND normalized_name = ANY(%(normalized_name)b::text[]))
+   OR (space = ANY(%(space)b::text[]) AND node_id = ANY(%(node_id)b::text[]))
+FOR UPDATE
+"""
+
+
+# A name registered concurrently to another node is not touched (WHERE) and not returned.
+UPSERT_REGISTRY = """
+INSERT INTO entity_registry AS r (
+    space, entity_type, normalized_name, name, node_id, aliases, created_at, updated_at
+)
+SELECT space, entity_type, normalized_name, name, node_id,
+       ARRAY(SELECT jsonb_array_elements_text(aliases::jsonb)), now(), now()
+FROM unnest(
+    %(space)b::text[], %(entity_type)b::text[], %(normalized_name)b::text[], %(name)b::text[],
+    %(node_id)b::text[], %(aliases)b::text[]
+) AS i(space, entity_type, normalized_name, name, node_id, aliases)
+ON CONFLICT (space, entity_type, normalized_name) DO UPDATE
+SET aliases = ARRAY(
+        SELECT DISTINCT (alias COLLATE "C") FROM unnest(r.aliases || EXCLUDED.aliases) AS alias
+        ORDER BY 1
+    ),
+    updated_at = now()
+WHERE r.node_id = EXCLUDED.node_id
+RETURNING space, entity_type, normalized_name
+"""
+
+
+SELECT_REGISTRY_NODES = """
+SELECT r.space, r.entity_type, r.normalized_name, r.node_id
+FROM entity_registry AS r
+JOIN unnest(%(space)b::text[], %(entity_type)b::text[], %(normalized_name)b::text[])
+  AS k(space, entity_type, normalized_name)
+  ON r.space = k.space AND r.entity_type = k.entity_type
+ AND r.normalized_name = k.normalized_name
+"""
+
+
+class PostgresRegistryWriter(TransactionSession):
+    """``RegistryWriter`` in a unit of work."""
+
+    @translated
+    def lock_nodes(self, keys: Sequence[tuple[str, str]]) -> None:
+        if keys:
+            nodes = sorted(set(keys))
+            self._execute(LOCK_REGISTRY_NODES, key_columns(("space", "node_id"), nodes))
+
+    @translated
+    def register_entities(self, registrations: Sequence[EntityRegistration]) -> None:
+        if not registrations:
+            return
+        merged = merge_within_call(registrations)
+        nodes = sorted({(r.space, r.node_id) for r in merged})
+        self._execute(LOCK_REGISTRY_NODES, key_columns(("space", "node_id"), nodes))
+        existing = [
+            registry_row(row)
+            for row in self._fetch(
+                SELECT_REGISTRY,
+                {
+                    "space": sorted({r.space for r in merged}),
+                    "entity_type": sorted({r.entity_type for r in merged}),
+                    "normalized_name": sorted({r.normalized_name for r in merged}),
+                    "node_id": sorted({r.node_id for r in merged}),
+                },
+            )
+        ]
+        check_against_existing(merged, existing)
+        stored = {row.key: row for row in existing}
+        to_write = [
+            r
+            for r in merged
+            if (row := stored.get(registry_key(r))) is None
+            or not set(r.aliases) <= set(row.aliases)
+        ]
+        if not to_write:
+            return
+        with self._savepoint():
+            found = self._fetch(UPSERT_REGISTRY, registration_columns(to_write))
+            written = {(row["space"], row["entity_type"], row["normalized_name"]) for row in found}
+            lost = [r for r in to_write if registry_key(r) not in written]
+            if lost:
+                # Another transaction registered one of these new names first, to another node.
+                bound = {
+                    (row["space"], row["entity_type"], row["normalized_name"]): row["node_id"]
+                    for row in self._fetch(SELECT_REGISTRY_NODES, registration_columns(lost))
+                }
+                key = registry_key(lost[0])
+                raise reassignment(
+                    key, bound.get(key, "<unknown>"), lost[0].node_id, "registered concurrently"
+                )
+
+
+class PostgresRegistryReader(PooledReads):
+    @translated
+    def registry_lookup(
+        self, space: str, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        unique = sorted(set(keys))
+        if not unique:
+            return {}
+        found = self._fetch_all(
+            SELECT_REGISTRY_NODES,
+            {
+                "space": [space] * len(unique),
+                **key_columns(("entity_type", "normalized_name"), unique),
+            },
+        )
+        return {(row["entity_type"], row["normalized_name"]): row["node_id"] for row in found}
+
+
+def registration_columns(registrations: Sequence[EntityRegistration]) -> Columns:
+    return {
+        "space": [r.space for r in registrations],
+        "entity_type": [r.entity_type for r in registrations],
+        "normalized_name": [r.normalized_name for r in registrations],
+        "name": [r.name for r in registrations],
+        "node_id": [r.node_id for r in registrations],
+        "aliases": [json_text(list(r.aliases)) for r in registrations],
+    }
+
+
+def registry_row(row: Row) -> RegistryRow:
+    return RegistryRow(
+        space=row["space"],
+        entity_type=row["entity_type"],
+        normalized_name=row["normalized_name"],
+        name=row["name"],
+        node_id=row["node_id"],
+        aliases=tuple(row["aliases"]),
+    )

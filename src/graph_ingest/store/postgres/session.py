@@ -1,0 +1,80 @@
+"""The two ways the PostgreSQL store talks to the database: in a transaction, or a short read.
+
+The writers of every concern are mixins on ``TransactionSession`` (a unit of work's cursor: one
+statement per list); the readers are mixins on ``PooledReads`` (a pooled connection per call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import ConnectionPool
+
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.store.errors import StoreError
+from graph_ingest.store.operations import OperationEventEncoder
+
+
+class TransactionSession:
+    """A connection whose transaction the store opens and ends, and the cursor every writer
+    uses. Methods that raise leave nothing of their own call written: their writes run inside a
+    savepoint."""
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        *,
+        event_encoder: OperationEventEncoder,
+        operations_topic: str,
+    ) -> None:
+        self._conn = conn
+        self._cur: psycopg.Cursor[DictRow] = conn.cursor(row_factory=dict_row)
+        self._encode = event_encoder
+        self._topic = operations_topic
+
+    def _execute(self, query: str, params: Mapping[str, Any]) -> None:
+        self._cur.execute(query, params)
+
+    def _fetch(self, query: str, params: Mapping[str, Any]) -> list[DictRow]:
+        self._execute(query, params)
+        return self._cur.fetchall()
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        """Undo the block's writes if it raises; the surrounding transaction goes on."""
+        self._cur.execute("SAVEPOINT graph_ingest_call")
+        try:
+            yield
+        except BaseException:
+            with suppress(psycopg.Error):  # a dead connection: the whole transaction is lost
+                self._cur.execute("ROLLBACK TO SAVEPOINT graph_ingest_call")
+            raise
+        self._cur.execute("RELEASE SAVEPOINT graph_ingest_call")
+
+
+class PooledReads:
+    """Reads outside a unit of work: each call its own pooled connection (autocommit off, so
+    its own short transaction, committed when the connection goes back to the pool)."""
+
+    _pool: ConnectionPool[psycopg.Connection[Any]] | None
+
+    def _require_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        if self._pool is None:
+            raise StoreError(
+                "PostgresOperationStore is not started (call start() first)",
+                code=StatusCode.FAILED_PRECONDITION,
+            )
+        return self._pool
+
+    def _fetch_all(self, query: str, params: tuple[Any, ...] | Mapping[str, Any]) -> list[DictRow]:
+        with self._require_pool().connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(query, params)
+            return cur.fetchall()
+
+    def _fetch_one(self, query: str, params: tuple[Any, ...] | Mapping[str, Any]) -> DictRow | None:
+        found = self._fetch_all(query, params)
+        return found[0] if found else None
