@@ -87,7 +87,6 @@ class OutboxRelay:
         *,
         producer_overrides: Mapping[str, Any] | None = None,
     ) -> None:
-        self._settings = settings
         self._schema = settings.postgres.schema_name
         self._lock_key = advisory_lock_key(self._schema)
         self._batch_size = settings.relay.batch_size

@@ -51,7 +51,7 @@ def nothing_on_its_way(revision: str) -> str:
 
 
 def on_its_way_params() -> dict[str, Any]:
-    """The parameters of ``postgres_sql._nothing_on_its_way``."""
+    """The parameters of ``nothing_on_its_way``."""
     return {
         "on_its_way": sorted(stage.value for stage in ON_ITS_WAY),
         "dead_lettered": Stage.DEAD_LETTERED.value,
