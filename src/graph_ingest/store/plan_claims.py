@@ -25,11 +25,15 @@ class PlanClaim:
 
 
 class PlanClaimWriter(Protocol):
+    """Claim-checked plans, stored inside a unit of work (or, for a recoverer, on their own)."""
+
     def put_plan_claims(self, claims: Sequence[PlanClaim]) -> None:
         """Store claim-checked plans; an existing (operation id, fingerprint) is left as it is."""
 
 
 class PlanClaimReader(Protocol):
+    """Claim-checked plans read back by the applier (each call its own short read)."""
+
     def plan_claims(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
         """The claim-checked plan bytes of each (operation id, fingerprint) stored."""
         ...

@@ -27,6 +27,8 @@ class RegistryWriter(Protocol):
 
 
 class RegistryReader(Protocol):
+    """The registry read outside a unit of work (the planner resolving names)."""
+
     def registry_lookup(
         self, space: str, keys: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], str]:

@@ -25,6 +25,8 @@ JOIN unnest(%(operation_id)b::text[], %(fingerprint)b::text[]) AS k(operation_id
 
 
 class PostgresPlanClaimWriter(TransactionSession):
+    """``PlanClaimWriter`` in a unit of work."""
+
     @translated
     def put_plan_claims(self, claims: Sequence[PlanClaim]) -> None:
         unique = {c.key: c for c in claims}
@@ -33,6 +35,8 @@ class PostgresPlanClaimWriter(TransactionSession):
 
 
 class PostgresPlanClaimReader(PooledReads):
+    """``PlanClaimReader``: one short read per call."""
+
     @translated
     def plan_claims(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
         unique = sorted(set(keys))

@@ -121,6 +121,8 @@ class PostgresRegistryWriter(TransactionSession):
 
 
 class PostgresRegistryReader(PooledReads):
+    """``RegistryReader``: one short read per call."""
+
     @translated
     def registry_lookup(
         self, space: str, keys: Sequence[tuple[str, str]]
