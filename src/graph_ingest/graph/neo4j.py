@@ -30,7 +30,7 @@ from graph_ingest.graph.errors import (
     GraphTransactionAborted,
     GraphUnavailable,
 )
-from graph_ingest.settings import Neo4jSettings
+from graph_ingest.settings.neo4j import Neo4jSettings
 
 logger = logging.getLogger(__name__)
 

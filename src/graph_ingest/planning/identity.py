@@ -18,7 +18,7 @@ from graph_ingest.domain.state import DocumentState
 from graph_ingest.planning.content import request_content_hash
 from graph_ingest.planning.diff import extraction_fingerprint
 from graph_ingest.planning.extractor import Extractor
-from graph_ingest.settings import PlannerSettings
+from graph_ingest.settings.planner import PlannerSettings
 
 RETRACTION_FINGERPRINT = "retraction"
 """The extraction fingerprint of a retraction: it extracts nothing."""

@@ -55,7 +55,7 @@ from graph_ingest.planning.precomputed import PrecomputedExtractor
 from graph_ingest.planning.request_planner import PlannedRequest
 from graph_ingest.planning.resolution import RegistryView, resolve_entities
 from graph_ingest.planning.validation import validate_extraction
-from graph_ingest.settings import PlannerSettings
+from graph_ingest.settings.planner import PlannerSettings
 
 log = logging.getLogger(__name__)
 

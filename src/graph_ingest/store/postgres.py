@@ -22,7 +22,7 @@ from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.settings import PostgresSettings
+from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store import postgres_rows as rows
 from graph_ingest.store import postgres_sql as sql
 from graph_ingest.store.base import (
