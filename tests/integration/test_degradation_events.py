@@ -16,7 +16,8 @@ from graph_ingest.kafka.degradation import DEGRADATION_CONTENT_TYPE, Degradation
 from graph_ingest.resilience.breaker import BreakerState
 from graph_ingest.resilience.degradation import DegradationMonitor
 from graph_ingest.schemas.codec import decode_degradation_event
-from graph_ingest.settings import KafkaSettings, Settings
+from graph_ingest.settings import Settings
+from graph_ingest.settings.kafka import KafkaSettings
 from tests.kafka_messages import read_to_end
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

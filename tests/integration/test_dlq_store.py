@@ -13,7 +13,7 @@ import pytest
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.schemas.messages import OutboxMessage
-from graph_ingest.settings import PostgresSettings
+from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.dlq_index import DlqEntry, DlqQuery
 from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.waiting import wait_until

@@ -15,7 +15,7 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.planning.llm_output import MALFORMED_OUTPUT
 from graph_ingest.planning.metrics import PlanningMetrics
 from graph_ingest.planning.planner import Planner
-from graph_ingest.settings import LlmSettings
+from graph_ingest.settings.llm import LlmSettings
 from graph_ingest.wiring import build_planner
 from tests.fake_chat_server import FakeChatServer, completion, running_fake_chat_server
 from tests.integration.pipeline import Pipeline

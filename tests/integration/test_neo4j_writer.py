@@ -20,7 +20,8 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.errors import GraphPreconditionFailed
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
-from graph_ingest.settings import Neo4jSettings, Settings
+from graph_ingest.settings import Settings
+from graph_ingest.settings.neo4j import Neo4jSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

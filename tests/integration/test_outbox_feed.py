@@ -8,7 +8,7 @@ import pytest
 
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.schemas.messages import OutboxMessage
-from graph_ingest.settings import PostgresSettings
+from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.outbox import OutboxRow
 from graph_ingest.store.postgres.outbox import PostgresOutboxFeed
 from graph_ingest.store.postgres.store import PostgresOperationStore

@@ -21,7 +21,7 @@ from graph_ingest.planning.errors import PlanningError
 from graph_ingest.planning.graph_schema import GraphSchema
 from graph_ingest.planning.planner import Planner
 from graph_ingest.planning.rules import RulesExtractor
-from graph_ingest.settings import PlannerSettings
+from graph_ingest.settings.planner import PlannerSettings
 from tests.integration.pipeline import Pipeline
 from tests.unit.planning_fakes import T0, CountingExtractor, example_schema, request
 

@@ -33,7 +33,8 @@ from graph_ingest.domain.state import (
 )
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.schemas.messages import OutboxMessage
-from graph_ingest.settings import PostgresSettings, Settings
+from graph_ingest.settings import Settings
+from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.store.errors import RegistryConflict, StoreError
 from graph_ingest.store.failures import FailureAttempt

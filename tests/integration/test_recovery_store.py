@@ -13,7 +13,7 @@ import pytest
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
-from graph_ingest.settings import PostgresSettings
+from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.operations import NewOperation
 from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.store.recovery import RecoveryClaim

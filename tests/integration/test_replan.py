@@ -25,7 +25,7 @@ from graph_ingest.planning.rules import RulesExtractor
 from graph_ingest.producers.follow import follow
 from graph_ingest.producers.ingest_producer import IngestProducer
 from graph_ingest.schemas.codec import decode_plan
-from graph_ingest.settings import PlannerSettings
+from graph_ingest.settings.planner import PlannerSettings
 from graph_ingest.store.dlq_index import DlqEntry, DlqQuery
 from graph_ingest.store.submissions import ReplanOutcome
 from graph_ingest.waiting import wait_until

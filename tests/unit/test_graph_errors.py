@@ -5,7 +5,7 @@ import pytest
 
 from graph_ingest.domain.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.graph.neo4j import translate_error
+from graph_ingest.graph.neo4j_errors import translate_error
 
 
 def _server_error(code: str) -> neo4j.exceptions.Neo4jError:

@@ -19,7 +19,8 @@ from graph_ingest.planning.errors import ExtractionFailed
 from graph_ingest.planning.graph_schema import parse_graph_schema
 from graph_ingest.planning.llm import LlmExtractor
 from graph_ingest.planning.llm_prompt import Prompt
-from graph_ingest.settings import LlmSettings, Settings
+from graph_ingest.settings import Settings
+from graph_ingest.settings.llm import LlmSettings
 from tests.fake_chat_server import (
     PATH,
     Answer,

@@ -15,7 +15,9 @@ from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.planning.errors import GraphSchemaError
 from graph_ingest.planning.metrics import PlanningMetrics
 from graph_ingest.planning.request_planner import load_planner_factory
-from graph_ingest.settings import LlmSettings, PlannerSettings, Settings
+from graph_ingest.settings import Settings
+from graph_ingest.settings.llm import LlmSettings
+from graph_ingest.settings.planner import PlannerSettings
 from graph_ingest.store.errors import StoreError
 from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA, build_planner
 from tests.unit.planning_fakes import issue_count, request

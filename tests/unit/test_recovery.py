@@ -38,7 +38,7 @@ from graph_ingest.producers.recovery import (
 )
 from graph_ingest.schemas.claim_check import CLAIM_CHECK_VERSION, parse_claim_reference
 from graph_ingest.schemas.codec import encode_plan
-from graph_ingest.settings import RecoverySettings
+from graph_ingest.settings.recovery import RecoverySettings
 from graph_ingest.store.plan_claims import PlanClaim
 from graph_ingest.store.recovery import RecoveryClaim
 from tests.unit.plans import operation_of as plan_operation

@@ -3,7 +3,10 @@
 import pytest
 from pydantic import ValidationError
 
-from graph_ingest.settings import ApplierSettings, RelaySettings, Settings, TopicSettings
+from graph_ingest.settings import Settings
+from graph_ingest.settings.applier import ApplierSettings
+from graph_ingest.settings.kafka import TopicSettings
+from graph_ingest.settings.relay import RelaySettings
 
 
 def test_every_relay_of_a_schema_shares_one_transactional_id() -> None:

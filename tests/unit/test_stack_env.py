@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from graph_ingest.settings import Settings, StackSettings
+from graph_ingest.settings import Settings
+from graph_ingest.settings.stack import StackSettings
 from graph_ingest.stack.envvars import pipeline_env, stack_env
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from graph_ingest.settings import Settings, StackSettings
+from graph_ingest.settings import Settings
+from graph_ingest.settings.stack import StackSettings
 from graph_ingest.stack.errors import PortInUseError, StackError
 from graph_ingest.stack.manager import LocalStack
 from graph_ingest.stack.process import write_pid

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from graph_ingest.settings import StackSettings
+from graph_ingest.settings.stack import StackSettings
 from graph_ingest.stack.errors import StartupError
 from graph_ingest.stack.layout import StackLayout
 from graph_ingest.stack.process import is_ours, read_pid, remove_pid, spawn, terminate

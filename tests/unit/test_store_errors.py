@@ -11,7 +11,7 @@ from psycopg_pool import PoolTimeout
 
 from graph_ingest.domain.errors import DependencyUnavailable
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.settings import PostgresSettings
+from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.errors import StoreError, StoreUnavailable
 from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.store.postgres.translate import translate, translated

@@ -1,18 +1,25 @@
 """`graph-ingest publish-plan` and `graph-ingest status`: put work in, ask where it is."""
 
+from __future__ import annotations
+
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, reports_errors
+from graph_ingest.domain.failure_view import AttemptView, FailureView
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.store.failures import FailureAttempt
 from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission
+
+if TYPE_CHECKING:  # the commands import lazily: --help stays fast
+    from graph_ingest.store.postgres.store import PostgresOperationStore
 
 SHOWN_ISSUES = 5
 """`status` (text) lists this many extraction issues, then says how many more there are."""
@@ -68,22 +75,10 @@ def status(operation_id: str, as_json: bool) -> None:
     store = postgres_store(settings)
     store.start()
     try:
-        submission = None
-        operation = store.get_operation(operation_id)
-        if operation is None:
-            submission = store.get_submission(operation_id)
-            if submission is not None and submission.operation_id is not None:
-                operation = store.get_operation(submission.operation_id)
-        with store.unit_of_work() as uow:
-            failures = uow.failure_history(operation.operation_id) if operation else []
-        replan = store.get_replan(operation.operation_id) if operation else None
-        made_by = store.replan_making(operation.operation_id) if operation else None
-        planned_by = submission
-        if operation is not None and planned_by is None:
-            planned_by = store.submission_of_operation(operation.operation_id)
-        plan = _frozen_plan(store.get_plan_bytes(operation.operation_id)) if operation else None
+        found = _read_status(store, operation_id)
     finally:
         store.close()
+    operation, submission = found.operation, found.submission
     if operation is None and submission is not None:
         _describe_unapplied(submission, as_json)
         return
@@ -91,29 +86,79 @@ def status(operation_id: str, as_json: bool) -> None:
         click.echo(f"operation {operation_id} not found", err=True)
         raise SystemExit(ExitCode.NOT_FOUND)
     if as_json:
-        document = {
-            **operation.model_dump(mode="json"),
-            "failures": [_failure_json(f) for f in failures],
-            "replan": _replan_json(replan),
-            "replan_of": _replan_json(made_by),
-            "plan_kind": plan.kind.value if plan else None,
-            "base_operation_id": plan.base_operation_id if plan else None,
-            **_issues_json(planned_by),
-        }
-        if submission is not None:
-            document["submission_id"] = submission.submission_id
-        click.echo(json.dumps(document, indent=2))
+        click.echo(json.dumps(_status_json(operation, found), indent=2))
     else:
-        lines = [
-            _describe(operation),
-            *_describe_plan(plan),
-            *_describe_replans(replan, made_by, settings.planner.max_replans),
-            *_describe_failures(failures),
-            *_describe_issues(planned_by),
-        ]
-        if submission is not None:
-            lines.insert(0, f"submission  {submission.submission_id}")
-        click.echo("\n".join(lines))
+        click.echo("\n".join(_status_lines(operation, found, settings.planner.max_replans)))
+
+
+@dataclass(frozen=True, slots=True)
+class _StatusRecords:
+    """What `status` reads: the operation (None when unknown), the submission it was asked by
+    (when OPERATION_ID was a submission id), its failures, replans, plan and extraction issues."""
+
+    operation: Operation | None
+    submission: Submission | None
+    failures: list[FailureAttempt] = field(default_factory=list)
+    replan: Replan | None = None
+    made_by: Replan | None = None
+    planned_by: Submission | None = None
+    plan: IngestionPlan | None = None
+
+
+def _read_status(store: PostgresOperationStore, operation_id: str) -> _StatusRecords:
+    """The operation named ``operation_id``, or the one its submission was planned as."""
+    submission = None
+    operation = store.get_operation(operation_id)
+    if operation is None:
+        submission = store.get_submission(operation_id)
+        if submission is not None and submission.operation_id is not None:
+            operation = store.get_operation(submission.operation_id)
+    if operation is None:
+        return _StatusRecords(operation, submission)
+    with store.unit_of_work() as uow:
+        failures = uow.failure_history(operation.operation_id)
+    return _StatusRecords(
+        operation,
+        submission,
+        failures=failures,
+        replan=store.get_replan(operation.operation_id),
+        made_by=store.replan_making(operation.operation_id),
+        planned_by=(
+            submission
+            if submission is not None
+            else store.submission_of_operation(operation.operation_id)
+        ),
+        plan=_frozen_plan(store.get_plan_bytes(operation.operation_id)),
+    )
+
+
+def _status_json(operation: Operation, found: _StatusRecords) -> dict[str, object]:
+    plan = found.plan
+    document = {
+        **operation.model_dump(mode="json"),
+        "failures": [_failure_json(f) for f in found.failures],
+        "replan": _replan_json(found.replan),
+        "replan_of": _replan_json(found.made_by),
+        "plan_kind": plan.kind.value if plan else None,
+        "base_operation_id": plan.base_operation_id if plan else None,
+        **_issues_json(found.planned_by),
+    }
+    if found.submission is not None:
+        document["submission_id"] = found.submission.submission_id
+    return document
+
+
+def _status_lines(operation: Operation, found: _StatusRecords, max_replans: int) -> list[str]:
+    lines = [
+        _describe(operation),
+        *_describe_plan(found.plan),
+        *_describe_replans(found.replan, found.made_by, max_replans),
+        *_describe_failures(found.failures),
+        *_describe_issues(found.planned_by),
+    ]
+    if found.submission is not None:
+        lines.insert(0, f"submission  {found.submission.submission_id}")
+    return lines
 
 
 def _describe_unapplied(submission: Submission, as_json: bool) -> None:
@@ -243,13 +288,17 @@ def _failure_json(failure: FailureAttempt) -> dict[str, object]:
 def _describe_failures(failures: list[FailureAttempt]) -> list[str]:
     lines = []
     for failure in failures:
-        detail = failure.detail
-        where = "main topic" if failure.tier is None else f"tier {failure.tier}"
+        view = AttemptView.of_routed(
+            failure.detail,
+            attempt=failure.attempt,
+            tier=failure.tier,
+            at=failure.at,
+            routed_to=failure.routed_to,
+        )
         lines.append(
-            f"  attempt {failure.attempt:<3} {where:<10} -> {failure.routed_to:<4} "
-            f"{failure.at.isoformat()}  {detail.code} {detail.error_class}: {detail.message}"
-            f"  (error {detail.error_id}, trace {detail.trace_id}, worker "
-            f"{detail.context.worker_id})"
+            f"  attempt {view.attempt:<3} {view.where('main topic'):<10} -> {view.routed_to:<4} "
+            f"{view.at.isoformat()}  {view.failure.headline}  (error {view.error_id}, trace "
+            f"{view.trace_id}, worker {view.worker_id})"
         )
     return ["failures", *lines] if lines else []
 
@@ -268,7 +317,7 @@ def _describe(op: Operation) -> str:
     if op.last_error:
         error = op.last_error
         label = "reason" if op.stage in (Stage.CONFLICT, Stage.PARKED) else "last error"
-        lines.append(f"{label:<12}{error.code} {error.error_class}: {error.message}")
+        lines.append(f"{label:<12}{FailureView.of_error(error).headline}")
     if op.next_retry_at and op.stage is Stage.FAILED:
         lines.append(f"next retry  {op.next_retry_at.isoformat()}")
     if op.dlq_id and op.stage is Stage.DEAD_LETTERED:

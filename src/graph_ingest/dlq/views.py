@@ -11,6 +11,7 @@ from typing import Any
 from graph_ingest.dlq.replay import decoded_plan
 from graph_ingest.dlq.replayer import Action, ReplayItem, ReplayReport
 from graph_ingest.domain.dlq import DlqEnvelope, DlqStatus
+from graph_ingest.domain.failure_view import AttemptView, FailureView
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.store.dlq_index import DlqEntry, DlqStats
@@ -177,7 +178,7 @@ def show_lines(
         f"status        {entry.status}" + (f": {envelope.note}" if envelope.note else ""),
         f"operation     {entry.operation_id or '-'}" + (stage if entry.operation_id else ""),
         f"document      {_document(entry)}",
-        f"error         {entry.code} {entry.error_class}: {entry.message}",
+        f"error         {FailureView(entry.code, entry.error_class, entry.message).headline}",
         f"from          {where} key {_text(envelope.original_key)}",
         f"dead-lettered {entry.dead_lettered_at.isoformat()} ({format_age(_age(entry, now))} ago)"
         f" after {entry.attempts} attempt(s)",
@@ -189,13 +190,13 @@ def show_lines(
     headers = ", ".join(f"{h.key}={_text(h.value)}" for h in envelope.original_headers)
     lines.append(f"headers       {headers or '-'}")
     lines.append("attempts")
-    for i, a in enumerate(envelope.attempts):
+    for i, record in enumerate(envelope.attempts):
         if i == 1 and envelope.folded_attempts:
             lines.append(f"  … {envelope.folded_attempts} attempts folded")
-        tier = "main" if a.tier is None else f"tier {a.tier}"
+        a = AttemptView.of_record(record)
         lines.append(
-            f"  #{a.attempt:<3} {a.at.isoformat()} {tier:<7} {a.code} {a.error_class}: "
-            f"{a.message} (worker {a.worker_id}, {a.code_version}, trace {a.trace_id})"
+            f"  #{a.attempt:<3} {a.at.isoformat()} {a.where():<7} {a.failure.headline} "
+            f"(worker {a.worker_id}, {a.code_version}, trace {a.trace_id})"
         )
     return lines
 

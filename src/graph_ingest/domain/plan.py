@@ -172,8 +172,6 @@ def business_content_of(
     """Everything that decides what the plan does, with sets sorted; no timestamps (commit time,
     source update time), no provenance. ``properties`` turns each property map into what the
     content holds (they are its only float-capable leaves)."""
-    m = plan.mutation
-    s = plan.next_state
     return {
         "kind": plan.kind.value,
         "space": plan.space,
@@ -182,57 +180,8 @@ def business_content_of(
         "expected_revision": plan.expected_revision,
         **_based_on(plan),
         "graph": plan.graph.model_dump(mode="json"),
-        "mutation": {
-            "node_upserts": sorted(
-                (
-                    {
-                        "node_id": n.node_id,
-                        "labels": sorted(set(n.labels)),
-                        "properties": properties(n.properties),
-                    }
-                    for n in m.node_upserts
-                ),
-                key=lambda n: str(n["node_id"]),
-            ),
-            "edge_upserts": sorted(
-                (
-                    {"edge": _edge(e), "properties": properties(e.properties)}
-                    for e in m.edge_upserts
-                ),
-                key=lambda e: (e["edge"][0], e["edge"][1], e["edge"][2], e["edge"][3]),
-            ),
-            "node_deletes": sorted(m.node_deletes),
-            "edge_deletes": _edges(m.edge_deletes),
-            "detach_deleted_nodes": m.detach_deleted_nodes,
-            **({"deletes_if_unreferenced": True} if m.deletes_if_unreferenced else {}),
-        },
-        "next_state": {
-            "revision": s.revision,
-            "content_hash": s.content_hash,
-            "document_version": s.document_version,
-            **_planned_with(s),
-            "node_ids": sorted(set(s.node_ids)),
-            "edge_keys": _edges(s.edge_keys),
-            "superseded_edge_keys": _edges(s.superseded_edge_keys),
-            **({"kept_edge_keys": _edges(s.kept_edge_keys)} if s.kept_edge_keys else {}),
-            "fact_sources": sorted(
-                (
-                    {
-                        "fact_id": f.fact_id,
-                        "kind": f.kind.value,
-                        "evidence": sorted(
-                            (
-                                {"quote": e.quote, "start": e.start, "end": e.end}
-                                for e in f.evidence
-                            ),
-                            key=lambda e: (e["start"], e["end"], e["quote"]),
-                        ),
-                    }
-                    for f in s.fact_sources
-                ),
-                key=lambda f: (f["kind"], f["fact_id"]),
-            ),
-        },
+        "mutation": _mutation_content(plan.mutation, properties),
+        "next_state": _state_content(plan.next_state),
         "registrations": sorted(
             (
                 {
@@ -245,5 +194,60 @@ def business_content_of(
                 for r in plan.registrations
             ),
             key=lambda r: (r["entity_type"], r["normalized_name"], r["node_id"]),
+        ),
+    }
+
+
+def _mutation_content(
+    m: Mutation, properties: Callable[[Mapping[str, PropertyValue]], Any]
+) -> dict[str, Any]:
+    """The mutation's part of the business content: upserts and deletes sorted by identity."""
+    return {
+        "node_upserts": sorted(
+            (
+                {
+                    "node_id": n.node_id,
+                    "labels": sorted(set(n.labels)),
+                    "properties": properties(n.properties),
+                }
+                for n in m.node_upserts
+            ),
+            key=lambda n: str(n["node_id"]),
+        ),
+        "edge_upserts": sorted(
+            ({"edge": _edge(e), "properties": properties(e.properties)} for e in m.edge_upserts),
+            key=lambda e: (e["edge"][0], e["edge"][1], e["edge"][2], e["edge"][3]),
+        ),
+        "node_deletes": sorted(m.node_deletes),
+        "edge_deletes": _edges(m.edge_deletes),
+        "detach_deleted_nodes": m.detach_deleted_nodes,
+        **({"deletes_if_unreferenced": True} if m.deletes_if_unreferenced else {}),
+    }
+
+
+def _state_content(s: DocumentState) -> dict[str, Any]:
+    """The next state's part: no commit or source update time, lists sorted."""
+    return {
+        "revision": s.revision,
+        "content_hash": s.content_hash,
+        "document_version": s.document_version,
+        **_planned_with(s),
+        "node_ids": sorted(set(s.node_ids)),
+        "edge_keys": _edges(s.edge_keys),
+        "superseded_edge_keys": _edges(s.superseded_edge_keys),
+        **({"kept_edge_keys": _edges(s.kept_edge_keys)} if s.kept_edge_keys else {}),
+        "fact_sources": sorted(
+            (
+                {
+                    "fact_id": f.fact_id,
+                    "kind": f.kind.value,
+                    "evidence": sorted(
+                        ({"quote": e.quote, "start": e.start, "end": e.end} for e in f.evidence),
+                        key=lambda e: (e["start"], e["end"], e["quote"]),
+                    ),
+                }
+                for f in s.fact_sources
+            ),
+            key=lambda f: (f["kind"], f["fact_id"]),
         ),
     }

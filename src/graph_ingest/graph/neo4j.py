@@ -8,29 +8,22 @@ failure, including an unknown commit outcome, converges to the same graph.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
-from graph_ingest.domain.errors import ConfigurationError, GraphIngestError
+from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph import cypher
 from graph_ingest.graph.cypher import Statement, StatementKind
-from graph_ingest.graph.errors import (
-    GraphError,
-    GraphInternalError,
-    GraphInvalidArgument,
-    GraphPreconditionFailed,
-    GraphTransactionAborted,
-    GraphUnavailable,
-)
-from graph_ingest.settings import Neo4jSettings
+from graph_ingest.graph.errors import GraphError, GraphPreconditionFailed
+from graph_ingest.graph.neo4j_errors import translated
+from graph_ingest.settings.neo4j import Neo4jSettings
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +81,7 @@ class Neo4jGraphWriter:
                 f"neo4j: cannot build a driver for {self._settings.uri!r}: {exc}"
             ) from exc
         try:
-            with _translated(f"connect to {self._settings.uri}"):
+            with translated(f"connect to {self._settings.uri}"):
                 driver.verify_connectivity()
         except BaseException:
             driver.close()
@@ -131,7 +124,7 @@ class Neo4jGraphWriter:
             self.ensure_constraints(options)
         for database, statements in by_database.items():
             with (
-                _translated(f"apply to database {database}"),
+                translated(f"apply to database {database}"),
                 driver.session(database=database) as session,
             ):
                 session.execute_write(self._write, statements)
@@ -150,7 +143,7 @@ class Neo4jGraphWriter:
         query = cypher.constraint_query(options.node_label)
         driver = self._require_driver()
         with (
-            _translated(f"create constraint on {options.database}:{options.node_label}"),
+            translated(f"create constraint on {options.database}:{options.node_label}"),
             driver.session(database=options.database) as session,
         ):
             session.run(query).consume()
@@ -166,7 +159,7 @@ class Neo4jGraphWriter:
         wants the answer now (it probes again next interval)."""
         driver = self._require_driver()
         with (
-            _translated("probe"),
+            translated("probe"),
             driver.session(database=self._settings.database) as session,
             session.begin_transaction() as tx,
         ):
@@ -283,7 +276,7 @@ class Neo4jGraphWriter:
     ) -> T:
         """Run ``work`` in one managed transaction on ``database``, driver errors translated."""
         driver = self._require_driver()
-        with _translated(action), driver.session(database=database) as session:
+        with translated(action), driver.session(database=database) as session:
             if write:
                 return session.execute_write(work)
             return session.execute_read(work)
@@ -328,81 +321,3 @@ def _offenders(tx: neo4j.ManagedTransaction, statement: Statement) -> list[str]:
     return [str(record["what"]) for record in tx.run(statement.check, rows=statement.rows)][
         :_MAX_NAMED
     ]
-
-
-@contextmanager
-def _translated(action: str) -> Iterator[None]:
-    """Translate driver and socket errors into the package's error tree, once, at this edge."""
-    try:
-        yield
-    except GraphIngestError:
-        raise
-    except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
-        raise translate_error(exc, action) from exc
-
-
-def translate_error(exc: BaseException, action: str) -> GraphIngestError:
-    """The package error for a neo4j driver (or socket) error; see DESIGN.md §5 for the codes."""
-    message = f"neo4j: {action} failed: {type(exc).__name__}: {_describe(exc)}"
-    make = _classify(exc)
-    return make(message)
-
-
-def _classify(exc: BaseException) -> Callable[[str], GraphIngestError]:
-    errors = neo4j_errors
-    if isinstance(exc, errors.DatabaseUnavailable | errors.NotALeader):
-        return GraphUnavailable
-    if isinstance(exc, errors.Neo4jError) and _timed_out(exc.code or ""):
-        return _with_code(StatusCode.DEADLINE_EXCEEDED)
-    if isinstance(exc, errors.TransientError):
-        # A transaction past the memory limit fails the same way every time: not contention.
-        if "Memory" in (exc.code or ""):
-            return _with_code(StatusCode.RESOURCE_EXHAUSTED)
-        return GraphTransactionAborted
-    if isinstance(exc, errors.AuthError):
-        return _with_code(StatusCode.UNAUTHENTICATED)
-    if isinstance(exc, errors.Forbidden):
-        return _with_code(StatusCode.PERMISSION_DENIED)
-    if isinstance(exc, errors.ClientError):
-        return _client_error(exc.code or "")
-    if isinstance(exc, errors.DatabaseError):
-        return GraphInternalError
-    if isinstance(
-        exc,
-        errors.ServiceUnavailable
-        | errors.SessionExpired
-        | errors.ConnectionAcquisitionTimeoutError
-        | OSError,
-    ):
-        return GraphUnavailable
-    if isinstance(exc, errors.ConfigurationError):
-        return _with_code(StatusCode.FAILED_PRECONDITION)
-    return GraphInternalError
-
-
-def _timed_out(code: str) -> bool:
-    """The transaction outlived its timeout: TransactionTimedOut* while it ran, LockClientStopped
-    while it waited for a lock another transaction holds (an operator's TERMINATE or a shutdown
-    ends a lock wait the same way; the probe before a plan is blamed tells those apart)."""
-    return "TransactionTimedOut" in code or code.endswith(".LockClientStopped")
-
-
-def _client_error(code: str) -> Callable[[str], GraphIngestError]:
-    if code.startswith("Neo.ClientError.Transaction."):
-        return GraphTransactionAborted
-    if code.startswith(("Neo.ClientError.Statement.", "Neo.ClientError.Request.")):
-        return GraphInvalidArgument
-    return GraphPreconditionFailed  # Schema.* (constraints), Database.DatabaseNotFound, ...
-
-
-def _with_code(code: StatusCode) -> Callable[[str], GraphIngestError]:
-    def make(message: str) -> GraphIngestError:
-        return GraphError(message, code=code)
-
-    return make
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, neo4j_errors.Neo4jError):
-        return f"{exc.code}: {exc.message}"
-    return str(exc) or repr(exc)

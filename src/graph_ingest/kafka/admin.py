@@ -22,7 +22,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, not
 )
 
 from graph_ingest.kafka.errors import KafkaUnavailable, TopicMismatch, translate_kafka_error
-from graph_ingest.settings import Settings, TopicSettings
+from graph_ingest.settings import Settings
+from graph_ingest.settings.kafka import TopicSettings
 
 logger = logging.getLogger(__name__)
 _client_logger = logging.getLogger("graph_ingest.kafka.client")

@@ -23,7 +23,7 @@ from graph_ingest.kafka.errors import (
     is_fatal,
     translate_kafka_error,
 )
-from graph_ingest.settings import KafkaSettings
+from graph_ingest.settings.kafka import KafkaSettings
 
 logger = logging.getLogger(__name__)
 _client_logger = logging.getLogger("graph_ingest.kafka.client")

@@ -27,7 +27,7 @@ from confluent_kafka import (
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.errors import KafkaIngestError, translate_kafka_error
 from graph_ingest.kafka.headers import headers_of
-from graph_ingest.settings import KafkaSettings
+from graph_ingest.settings.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from graph_ingest.kafka.producer import (
     new_client,
     produce_in_order,
 )
-from graph_ingest.settings import KafkaSettings
+from graph_ingest.settings.kafka import KafkaSettings
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from graph_ingest.domain.identifiers import is_identifier
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.planning.errors import ExtractionFailed, PlanningError
 from graph_ingest.resilience.backoff import backoff_delay
-from graph_ingest.settings import LlmSettings
+from graph_ingest.settings.llm import LlmSettings
 
 log = logging.getLogger(__name__)
 

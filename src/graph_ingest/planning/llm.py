@@ -48,7 +48,7 @@ from graph_ingest.planning.chat_client import ChatClient, UnusableReply
 from graph_ingest.planning.graph_schema import GraphSchema
 from graph_ingest.planning.llm_output import MALFORMED_OUTPUT, group_issues, read_answer
 from graph_ingest.planning.llm_prompt import PROMPT_VERSION, Prompt
-from graph_ingest.settings import LlmSettings
+from graph_ingest.settings.llm import LlmSettings
 
 log = logging.getLogger(__name__)
 

@@ -24,52 +24,40 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Protocol, cast
-from urllib.parse import urlparse
-from urllib.request import url2pathname
+from typing import Protocol
 
 from pydantic import ValidationError
 
-from graph_ingest.domain.candidates import CandidateEvidence, ExtractionIssue, RelationCandidate
+from graph_ingest.domain.candidates import Extraction, ExtractionIssue
 from graph_ingest.domain.errors import ConfigurationError
-from graph_ingest.domain.ids import content_hash, derive_operation_id
-from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert, PropertyValue
-from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind, Provenance
+from graph_ingest.domain.mutation import EdgeKey, Mutation, NodeUpsert
+from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind
 from graph_ingest.domain.request import IngestRequest, RequestKind, StaleRelationPolicy
-from graph_ingest.domain.state import (
-    DocumentState,
-    EntityRegistration,
-    Evidence,
-    FactKind,
-    FactSource,
-    fact_id_of,
-)
+from graph_ingest.domain.state import DocumentState, EntityRegistration
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.planning.chunking import chunk_document
-from graph_ingest.planning.diff import (
-    check_order,
-    extraction_fingerprint,
-    is_unchanged,
-    stale_edges,
-    stale_nodes,
+from graph_ingest.planning.assembly import (
+    StaleElements,
+    edges_of,
+    ingestion_mutation,
+    ingestion_state,
+    node_upserts,
 )
+from graph_ingest.planning.chunking import chunk_document
+from graph_ingest.planning.content import ContentReader, read_file_uri, request_content
+from graph_ingest.planning.diff import check_order, is_unchanged, stale_edges, stale_nodes
 from graph_ingest.planning.errors import PlanningError
 from graph_ingest.planning.extractor import Extractor
 from graph_ingest.planning.graph_schema import GraphSchema
+from graph_ingest.planning.identity import PlanIdentity, ingestion_identity, retraction_identity
 from graph_ingest.planning.planned_states import DocumentKey, PlannedStates
 from graph_ingest.planning.precomputed import PrecomputedExtractor
 from graph_ingest.planning.request_planner import PlannedRequest
-from graph_ingest.planning.resolution import RegistryView, Resolution, resolve_entities
+from graph_ingest.planning.resolution import RegistryView, resolve_entities
 from graph_ingest.planning.validation import validate_extraction
-from graph_ingest.settings import PlannerSettings
+from graph_ingest.settings.planner import PlannerSettings
 
 log = logging.getLogger(__name__)
-
-# The extraction fingerprint of a retraction: it extracts nothing.
-RETRACTION_FINGERPRINT = "retraction"
 
 
 class PlanningView(RegistryView, Protocol):
@@ -95,27 +83,7 @@ class Resource(Protocol):
     def close(self) -> None: ...
 
 
-ContentReader = Callable[[str], str]
 IssueSink = Callable[[IngestRequest, Sequence[ExtractionIssue]], None]
-
-
-def read_file_uri(ref: str) -> str:
-    """The default content reader: ``file://`` URIs, UTF-8."""
-    parsed = urlparse(ref)
-    if parsed.scheme != "file":
-        raise PlanningError(
-            f"content_ref {ref!r}: only file:// references can be read",
-            code=StatusCode.FAILED_PRECONDITION,
-        )
-    path = Path(url2pathname(parsed.path))
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise PlanningError(
-            f"content_ref {ref!r}: cannot read: {error.strerror}", code=StatusCode.UNAVAILABLE
-        ) from None
-    except UnicodeDecodeError:
-        raise PlanningError(f"content_ref {ref!r}: not UTF-8 text") from None
 
 
 def _utc_now() -> datetime:
@@ -218,39 +186,10 @@ class Planner:
     # -- ingestion -------------------------------------------------------------------------
 
     def _ingestion(self, request: IngestRequest, previous: DocumentState | None) -> PlannedRequest:
-        schema = self._schema
-        if request.schema_version != schema.version:
-            raise PlanningError(
-                f"document {request.key}: the request names graph schema version "
-                f"{request.schema_version!r}; this planner plans with {schema.version!r}",
-                code=StatusCode.FAILED_PRECONDITION,
-            )
-        extractor = (
-            PrecomputedExtractor(request.candidates)
-            if request.candidates is not None
-            else self._extractors[self._settings.extractor]
-        )
-        identity = extractor.identity()
-        digest = _content_hash(request)
-        fingerprint = extraction_fingerprint(
-            extractor=extractor.name,
-            identity=identity,
-            schema_version=schema.version,
-            content_hash=digest,
-            planner={
-                "chunk_max_chars": self._settings.chunk_max_chars,
-                "min_confidence": self._settings.min_confidence,
-            },
-        )
-        expected = previous.revision if previous is not None else 0
-        base = previous.operation_id if previous is not None else None
-        operation_id = request.operation_id or derive_operation_id(
-            request.space, request.document_id, expected, digest, fingerprint, base
-        )
-        provenance = Provenance(
-            extractor=extractor.name,
-            model=_optional_text(identity.get("model")),
-            prompt_version=_optional_text(identity.get("prompt_version")),
+        self._check_schema_version(request)
+        extractor = self._extractor_for(request)
+        identity = ingestion_identity(
+            request, previous, extractor, self._schema.version, self._settings
         )
         source_updated_at = _source_updated_at(request, previous)
         if (
@@ -258,35 +197,61 @@ class Planner:
             and not request.options.re_extract_unchanged
             and is_unchanged(
                 previous,
-                content_hash=digest,
+                content_hash=identity.content_hash,
                 document_version=request.document_version,
-                schema_version=schema.version,
-                extraction_fingerprint=fingerprint,
+                schema_version=self._schema.version,
+                extraction_fingerprint=identity.extraction_fingerprint,
             )
         ):
             # Nothing to change: the NO_OP's next state is its base, committed as it is.
-            no_op = self._freeze(
-                PlanKind.NO_OP,
-                request,
-                expected,
-                Mutation(),
-                previous.model_copy(update={"committed_at": None}),
-                (),
-                provenance,
-                operation_id=operation_id,
-                base=base,
-            )
+            base_state = previous.model_copy(update={"committed_at": None})
+            no_op = self._freeze(PlanKind.NO_OP, request, identity, Mutation(), base_state, ())
             return PlannedRequest(no_op)
+        extraction = self._extract(request, extractor, identity.content_hash)
+        resolution = resolve_entities(request.space, extraction.entities, self._view)
+        nodes = node_upserts(resolution)
+        edges = edges_of(extraction.relations, resolution)
+        stale = self._stale(request, previous, nodes, edges)
+        state = ingestion_state(
+            request,
+            identity,
+            resolution,
+            edges,
+            stale,
+            schema_version=self._schema.version,
+            source_updated_at=source_updated_at,
+        )
+        mutation = ingestion_mutation(nodes, edges, stale)
+        registrations = resolution.registrations(request.space)
+        plan = self._freeze(PlanKind.INGESTION, request, identity, mutation, state, registrations)
+        return PlannedRequest(plan, extraction.issues)
 
+    def _check_schema_version(self, request: IngestRequest) -> None:
+        if request.schema_version != self._schema.version:
+            raise PlanningError(
+                f"document {request.key}: the request names graph schema version "
+                f"{request.schema_version!r}; this planner plans with {self._schema.version!r}",
+                code=StatusCode.FAILED_PRECONDITION,
+            )
+
+    def _extractor_for(self, request: IngestRequest) -> Extractor:
+        """The request's own candidates when it brings them, else the configured extractor."""
+        if request.candidates is not None:
+            return PrecomputedExtractor(request.candidates)
+        return self._extractors[self._settings.extractor]
+
+    def _extract(self, request: IngestRequest, extractor: Extractor, digest: str) -> Extraction:
+        """Chunk the text, extract candidates, validate them against the schema; the issues
+        found on the way are logged and handed to ``on_issues``."""
         chunks = chunk_document(
             request.document_id,
-            self._content(request, digest),
+            request_content(request, digest, self._read_content),
             max_chars=self._settings.chunk_max_chars,
         )
         extraction = validate_extraction(
-            extractor.extract(chunks, schema),
+            extractor.extract(chunks, self._schema),
             chunks,
-            schema,
+            self._schema,
             min_confidence=self._settings.min_confidence,
             fail_on_error=request.options.fail_on_extraction_error,
         )
@@ -299,72 +264,7 @@ class Planner:
             )
             if self._on_issues is not None:
                 self._on_issues(request, extraction.issues)
-        resolution = resolve_entities(request.space, extraction.entities, self._view)
-        nodes = [
-            NodeUpsert(
-                node_id=entity.node_id,
-                labels=(entity.entity_type,),
-                properties={**entity.properties, "name": entity.name},
-            )
-            for entity in resolution.entities
-        ]
-        edges = _edges(extraction.relations, resolution)
-        stale = self._stale(request, previous, nodes, edges)
-        state = DocumentState(
-            space=request.space,
-            document_id=request.document_id,
-            revision=expected + 1,
-            operation_id=operation_id,
-            base_operation_id=base,
-            content_hash=digest,
-            document_version=request.document_version,
-            node_ids=stale.node_ids,
-            edge_keys=tuple(sorted(edges, key=EdgeKey.sort_key)),
-            superseded_edge_keys=stale.superseded,
-            kept_edge_keys=stale.kept,
-            fact_sources=tuple(
-                [_fact(e.node_id, FactKind.NODE, e.evidence) for e in resolution.entities]
-                + [_fact(fact_id_of(k), FactKind.EDGE, ev) for k, (_, ev) in edges.items()]
-            ),
-            schema_version=schema.version,
-            extraction_fingerprint=fingerprint,
-            source_updated_at=source_updated_at,
-        )
-        mutation = Mutation(
-            node_upserts=tuple(nodes),
-            edge_upserts=tuple(
-                EdgeUpsert(src=k.src, type=k.type, dst=k.dst, rank=k.rank, properties=props)
-                for k, (props, _) in edges.items()
-            ),
-            edge_deletes=stale.edge_deletes,
-            node_deletes=stale.node_deletes,
-            detach_deleted_nodes=bool(stale.node_deletes),
-            # only when there are deletes: a new document's plan keeps its fingerprint
-            deletes_if_unreferenced=bool(stale.edge_deletes or stale.node_deletes),
-        )
-        registrations = resolution.registrations(request.space)
-        plan = self._freeze(
-            PlanKind.INGESTION,
-            request,
-            expected,
-            mutation,
-            state,
-            registrations,
-            provenance,
-            operation_id=operation_id,
-            base=base,
-        )
-        return PlannedRequest(plan, extraction.issues)
-
-    def _content(self, request: IngestRequest, digest: str) -> str:
-        if request.content is not None:
-            return request.content
-        text = self._read_content(str(request.content_ref))
-        if content_hash(text) != digest:
-            raise PlanningError(
-                f"document {request.key}: the content at content_ref does not match content_hash"
-            )
-        return text
+        return extraction
 
     # -- retraction ------------------------------------------------------------------------
 
@@ -375,23 +275,14 @@ class Planner:
                 code=StatusCode.NOT_FOUND,
             )
         key = (request.space, request.document_id)
-        expected = previous.revision
-        base = previous.operation_id
-        operation_id = request.operation_id or derive_operation_id(
-            request.space,
-            request.document_id,
-            expected,
-            previous.content_hash,
-            RETRACTION_FINGERPRINT,
-            base,
-        )
+        identity = retraction_identity(request, previous)
         edges = stale_edges(previous, ())
         state = DocumentState(
             space=request.space,
             document_id=request.document_id,
-            revision=expected + 1,
-            operation_id=operation_id,
-            base_operation_id=base,
+            revision=identity.expected_revision + 1,
+            operation_id=identity.operation_id,
+            base_operation_id=identity.base_operation_id,
             content_hash=previous.content_hash,
             document_version=request.document_version,
             superseded_edge_keys=edges,
@@ -403,18 +294,7 @@ class Planner:
             detach_deleted_nodes=True,
             deletes_if_unreferenced=True,
         )
-        provenance = Provenance(extractor="retraction")
-        return self._freeze(
-            PlanKind.RETRACTION,
-            request,
-            expected,
-            mutation,
-            state,
-            (),
-            provenance,
-            operation_id=operation_id,
-            base=base,
-        )
+        return self._freeze(PlanKind.RETRACTION, request, identity, mutation, state, ())
 
     # -- shared ----------------------------------------------------------------------------
 
@@ -439,7 +319,7 @@ class Planner:
         previous: DocumentState | None,
         nodes: Sequence[NodeUpsert],
         edges: Mapping[EdgeKey, object],
-    ) -> _Stale:
+    ) -> StaleElements:
         """What the new version drops from the previous one, and what becomes of it.
 
         DELETE_IF_UNREFERENCED deletes dropped edges that no other document lists; KEEP keeps
@@ -457,7 +337,7 @@ class Planner:
         else:
             kept = stale
         node_ids = mentioned | {end for k in kept for end in (k.src, k.dst)}
-        return _Stale(
+        return StaleElements(
             node_ids=tuple(sorted(node_ids)),
             superseded=superseded,
             kept=kept,
@@ -469,53 +349,26 @@ class Planner:
         self,
         kind: PlanKind,
         request: IngestRequest,
-        expected: int,
+        identity: PlanIdentity,
         mutation: Mutation,
         state: DocumentState,
         registrations: Iterable[EntityRegistration],
-        provenance: Provenance,
-        *,
-        operation_id: str,
-        base: str | None,
     ) -> IngestionPlan:
         return IngestionPlan.freeze(
             kind=kind,
             space=request.space,
             document_id=request.document_id,
             document_version=request.document_version,
-            operation_id=operation_id,
-            expected_revision=expected,
-            base_operation_id=base,
+            operation_id=identity.operation_id,
+            expected_revision=identity.expected_revision,
+            base_operation_id=identity.base_operation_id,
             graph=self._graph,
             mutation=mutation,
             next_state=state,
             registrations=tuple(registrations),
-            provenance=provenance,
+            provenance=identity.provenance,
             created_at=self._clock(),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class _Stale:
-    """The previous version's elements as the new state and mutation treat them."""
-
-    node_ids: tuple[str, ...]
-    superseded: tuple[EdgeKey, ...]
-    kept: tuple[EdgeKey, ...]
-    edge_deletes: tuple[EdgeKey, ...]
-    node_deletes: tuple[str, ...]
-
-
-def _content_hash(request: IngestRequest) -> str:
-    if request.content is None:
-        return cast(str, request.content_hash)  # a content_ref comes with its hash (the model)
-    actual = content_hash(request.content)
-    if request.content_hash is not None and request.content_hash != actual:
-        raise PlanningError(
-            f"document {request.key}: content_hash {request.content_hash!r} is not the hash of "
-            f"the content ({actual})"
-        )
-    return actual
 
 
 def _source_updated_at(request: IngestRequest, previous: DocumentState | None) -> datetime | None:
@@ -524,35 +377,4 @@ def _source_updated_at(request: IngestRequest, previous: DocumentState | None) -
     return previous.source_updated_at if previous is not None else None
 
 
-def _optional_text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-EdgePlan = tuple[dict[str, PropertyValue], tuple[CandidateEvidence, ...]]
-
-
-def _edges(
-    relations: Sequence[RelationCandidate], resolution: Resolution
-) -> dict[EdgeKey, EdgePlan]:
-    """One edge per (source node, type, target node): properties first-seen, evidence merged."""
-    edges: dict[EdgeKey, EdgePlan] = {}
-    for relation in relations:
-        key = EdgeKey(
-            src=resolution.node_of(relation.source.entity_type, relation.source.name),
-            type=relation.relation_type,
-            dst=resolution.node_of(relation.target.entity_type, relation.target.name),
-        )
-        properties, evidence = edges.get(key, ({}, ()))
-        edges[key] = (
-            {**relation.properties, **properties},
-            (*evidence, *relation.evidence),
-        )
-    return edges
-
-
-def _fact(fact_id: str, kind: FactKind, evidence: Iterable[CandidateEvidence]) -> FactSource:
-    unique = {(e.start, e.end): Evidence(quote=e.quote, start=e.start, end=e.end) for e in evidence}
-    return FactSource(fact_id=fact_id, kind=kind, evidence=tuple(unique[k] for k in sorted(unique)))
-
-
-__all__ = ["RETRACTION_FINGERPRINT", "Planner", "PlanningView", "Resource", "read_file_uri"]
+__all__ = ["Planner", "PlanningView", "Resource"]

@@ -30,11 +30,9 @@ changing the rules re-extracts documents planned with the old ones.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-from pydantic import Field, ValidationError, model_validator
 
 from graph_ingest.domain.candidates import (
     CandidateEvidence,
@@ -46,63 +44,21 @@ from graph_ingest.domain.candidates import (
     RelationCandidate,
 )
 from graph_ingest.domain.fingerprint import fingerprint_of
-from graph_ingest.domain.identifiers import Identifier
-from graph_ingest.domain.limits import NonEmptyText
-from graph_ingest.domain.model import FrozenModel
 from graph_ingest.domain.mutation import PropertyValue
 from graph_ingest.domain.state import normalize_name
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.planning.errors import ExtractionFailed, GraphSchemaError
+from graph_ingest.planning.errors import ExtractionFailed
 from graph_ingest.planning.graph_schema import GraphSchema
-from graph_ingest.planning.names import is_pronoun
-from graph_ingest.planning.validation import property_problems
+from graph_ingest.planning.rules_config import (
+    compile_gazetteer,
+    compile_rules,
+    mention_regex,
+    parse_rules,
+)
 
 MAX_EVIDENCE = 10
 # Bump when matching changes meaning: documents extracted by the old engine are extracted again.
 ENGINE_VERSION = "rules.v1"
-_PATH = "extraction.rules"
-_PLACEHOLDER = re.compile(r"\{(source|target)\}")
-_OPTIONAL = re.compile(r"\[([^\[\]]+)\](\s*)")
-_LITERAL_PARTS = re.compile(r"(\[[^\[\]]+\]\s*|\s+)")
-
-
-class GazetteerEntry(FrozenModel):
-    name: NonEmptyText
-    aliases: tuple[NonEmptyText, ...] = ()
-    properties: dict[Identifier, PropertyValue] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def bare_name(cls, value: Any) -> Any:
-        return {"name": value} if isinstance(value, str) else value
-
-
-class RelationRule(FrozenModel):
-    type: Identifier
-    pattern: NonEmptyText | None = None
-    regex: NonEmptyText | None = None
-    source: tuple[Identifier, ...] | None = None
-    target: tuple[Identifier, ...] | None = None
-    ignore_case: bool = True
-
-    @model_validator(mode="after")
-    def one_form(self) -> RelationRule:
-        if (self.pattern is None) == (self.regex is None):
-            raise ValueError("give either pattern or regex")
-        return self
-
-
-class RulesConfig(FrozenModel):
-    entities: dict[Identifier, tuple[GazetteerEntry, ...]] = Field(default_factory=dict)
-    relations: tuple[RelationRule, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _Rule:
-    relation_type: str
-    regex: re.Pattern[str]
-    sources: tuple[str, ...]
-    targets: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +105,11 @@ class RulesExtractor:
 
     def __init__(self, schema: GraphSchema) -> None:
         self._schema_version = schema.version
-        self._config = _parse(schema)
-        gazetteer = _gazetteer(self._config, schema)
+        self._config = parse_rules(schema)
+        gazetteer = compile_gazetteer(self._config, schema)
         self._entries = gazetteer.entries
-        self._mentions = _mention_regex(gazetteer)
-        self._rules = _compiled_rules(self._config, schema, gazetteer)
+        self._mentions = mention_regex(gazetteer)
+        self._rules = compile_rules(self._config, schema, gazetteer)
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -265,161 +221,4 @@ def _in_document_order(found: Iterable[_Found]) -> list[_Found]:
     )
 
 
-# -- compiling the configuration ---------------------------------------------------------------
-
-
-def _parse(schema: GraphSchema) -> RulesConfig:
-    raw = schema.extraction.get("rules")
-    if raw is None:
-        raise GraphSchemaError(f"graph schema {schema.version}: {_PATH}: missing")
-    try:
-        return RulesConfig.model_validate(raw)
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join([_PATH, *(str(p) for p in e['loc'])])}: {e['msg']}" for e in error.errors()
-        )
-        raise GraphSchemaError(f"graph schema {schema.version}: {problems}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class _Gazetteer:
-    entries: Mapping[str, Mapping[str, GazetteerEntry]]
-    """normalized name -> entity type -> the entry the name is a name of"""
-    spellings: Mapping[str, frozenset[str]]
-    """entity type -> every way its names are matched: as written, and normalized"""
-
-    def names_of(self, types: Iterable[str]) -> list[str]:
-        """The spellings of the names of ``types``, longest first (the longest match wins)."""
-        names = {n for t in types for n in self.spellings.get(t, ())}
-        return sorted(names, key=lambda n: (-len(n), n))
-
-
-def _gazetteer(config: RulesConfig, schema: GraphSchema) -> _Gazetteer:
-    entries: dict[str, dict[str, GazetteerEntry]] = {}
-    spellings: dict[str, set[str]] = {}
-    problems: list[str] = []
-    for entity_type, listed in config.entities.items():
-        node_type = schema.node_types.get(entity_type)
-        if node_type is None:
-            problems.append(f"{_PATH}.entities.{entity_type}: not a node type of the schema")
-            continue
-        for index, entry in enumerate(listed):
-            path = f"{_PATH}.entities.{entity_type}.{index}"
-            problems += [
-                f"{path}.properties: {p.message}"
-                for p in property_problems(node_type.properties, entry.properties)
-            ]
-            for where, name in (("name", entry.name), *(("aliases", a) for a in entry.aliases)):
-                normalized = normalize_name(name)
-                if not normalized or is_pronoun(name):
-                    problems.append(f"{path}.{where}: {name!r} cannot name an entity")
-                    continue
-                spellings.setdefault(entity_type, set()).update((name, normalized))
-                other = entries.setdefault(normalized, {}).setdefault(entity_type, entry)
-                if other is not entry:
-                    problems.append(
-                        f"{path}.{where}: {name!r} already names {entity_type} {other.name!r}"
-                    )
-    _raise(schema, problems)
-    return _Gazetteer(entries, {t: frozenset(n) for t, n in spellings.items()})
-
-
-def _compiled_rules(config: RulesConfig, schema: GraphSchema, gazetteer: _Gazetteer) -> list[_Rule]:
-    rules: list[_Rule] = []
-    problems: list[str] = []
-    for index, rule in enumerate(config.relations):
-        path = f"{_PATH}.relations.{index}"
-        relation_type = schema.relation_types.get(rule.type)
-        if relation_type is None:
-            problems.append(f"{path}.type: {rule.type!r} is not a relation type of the schema")
-            continue
-        sides = {}
-        for side, given, allowed in (
-            ("source", rule.source, relation_type.sources),
-            ("target", rule.target, relation_type.targets),
-        ):
-            chosen = allowed if given is None else given
-            outside = [t for t in chosen if t not in allowed]
-            if outside:
-                problems.append(f"{path}.{side}: {rule.type} does not allow {outside}")
-            sides[side] = tuple(t for t in chosen if t in allowed)
-        flags = re.IGNORECASE if rule.ignore_case else 0
-        try:
-            regex = (
-                re.compile(rule.regex, flags)
-                if rule.regex is not None
-                else _phrase_regex(rule.pattern or "", sides, gazetteer, flags)
-            )
-        except (re.error, ValueError) as error:
-            problems.append(f"{path}.{'regex' if rule.regex else 'pattern'}: {error}")
-            continue
-        missing = {"source", "target"} - set(regex.groupindex)
-        if missing:
-            problems.append(f"{path}.regex: needs the named groups {sorted(missing)}")
-            continue
-        rules.append(_Rule(rule.type, regex, sides["source"], sides["target"]))
-    _raise(schema, problems)
-    return rules
-
-
-def _phrase_regex(
-    pattern: str, sides: Mapping[str, tuple[str, ...]], gazetteer: _Gazetteer, flags: int
-) -> re.Pattern[str]:
-    parts = _PLACEHOLDER.split(pattern)
-    if sorted(parts[1::2]) != ["source", "target"]:
-        raise ValueError("needs {source} and {target}, once each")
-    pieces = []
-    for index, part in enumerate(parts):
-        if index % 2 == 0:
-            pieces.append(_literal(part))
-            continue
-        names = gazetteer.names_of(sides[part])
-        if not names:
-            raise ValueError(f"the gazetteer has no names of the {part} types {sides[part]}")
-        pieces.append(f"(?P<{part}>{_names(names)})")
-    return re.compile("".join(pieces), flags)
-
-
-def _mention_regex(gazetteer: _Gazetteer) -> re.Pattern[str] | None:
-    names = gazetteer.names_of(gazetteer.spellings)
-    return re.compile(_names(names), re.IGNORECASE) if names else None
-
-
-def _names(normalized: Sequence[str]) -> str:
-    """An alternation of names, each whole-word where its edge is a letter or digit."""
-    return "|".join(_bounded(name) for name in normalized)
-
-
-def _bounded(name: str) -> str:
-    before = r"(?<!\w)" if _word_edge(name[0]) else ""
-    after = r"(?!\w)" if _word_edge(name[-1]) else ""
-    return f"{before}{_literal(name)}{after}"
-
-
-def _word_edge(char: str) -> bool:
-    # CJK scripts (from U+2E80) write words without spaces: a name there matches anywhere.
-    return (char.isalnum() or char == "_") and ord(char) < 0x2E80
-
-
-def _literal(text: str) -> str:
-    """``text`` as a regex matching itself, with any whitespace for whitespace and ``[words]`` (in
-    a phrase pattern) optional."""
-    pieces = []
-    for part in _LITERAL_PARTS.split(text):
-        optional = _OPTIONAL.fullmatch(part)
-        if optional is not None:
-            space = r"\s+" if optional.group(2) else ""
-            pieces.append(f"(?:{_literal(optional.group(1))}{space})?")
-        elif part.isspace():
-            pieces.append(r"\s+")
-        elif part:
-            pieces.append(re.escape(part))
-    return "".join(pieces)
-
-
-def _raise(schema: GraphSchema, problems: Sequence[str]) -> None:
-    if problems:
-        raise GraphSchemaError(f"graph schema {schema.version}: " + "; ".join(problems))
-
-
-__all__ = ["ENGINE_VERSION", "MAX_EVIDENCE", "RulesConfig", "RulesExtractor"]
+__all__ = ["ENGINE_VERSION", "MAX_EVIDENCE", "RulesExtractor"]

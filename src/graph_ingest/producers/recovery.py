@@ -41,7 +41,7 @@ from graph_ingest.resilience.classify import error_info
 from graph_ingest.resilience.policy import FailureScope, scope_of
 from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.schemas.messages import OutboxMessage
-from graph_ingest.settings import RecoverySettings
+from graph_ingest.settings.recovery import RecoverySettings
 from graph_ingest.store.plan_claims import PlanClaim
 from graph_ingest.store.recovery import RecoveryClaim, RecoveryStore
 

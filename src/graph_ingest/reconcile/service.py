@@ -23,7 +23,7 @@ from graph_ingest.domain.errors import DependencyUnavailable, FingerprintMismatc
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.base import ReadWriteGraph
-from graph_ingest.reconcile.drift import Drift, compare, repair_plan, unlisted_in_graph
+from graph_ingest.reconcile.drift import Drift, RepairPlan, compare, repair_plan, unlisted_in_graph
 from graph_ingest.schemas.codec import DecodeError, decode_plan
 from graph_ingest.store.base import OperationStore
 from graph_ingest.store.documents import CommittedElements
@@ -232,7 +232,6 @@ class Reconciler:
         if isinstance(plan, RepairOutcome):
             return plan
         repair = repair_plan(plan, drift)
-        name = f"{drift.space}/{drift.document_id}"
         try:
             with self._store.unit_of_work() as uow:
                 uow.lock_documents([drift.key])
@@ -269,27 +268,7 @@ class Reconciler:
             if isinstance(exc, DependencyUnavailable) or exc.code in _SERVICE_CODES:
                 raise
             return _outcome(drift, RepairStatus.FAILED, f"[{exc.code}] {exc}")
-        mutation = repair.mutation
-        outcome = RepairOutcome(
-            space=drift.space,
-            document_id=drift.document_id,
-            status=RepairStatus.REPAIRED,
-            detail=_repaired_detail(plan, repair.unrestorable_nodes, repair.unrestorable_edges),
-            restored_nodes=len(mutation.node_upserts),
-            restored_edges=len(mutation.edge_upserts),
-            removed_edges=len(mutation.edge_deletes),
-        )
-        log.info(
-            "reconcile: repaired %s at revision %d from plan %s: %d node(s) and %d edge(s) "
-            "restored, %d edge(s) removed",
-            name,
-            drift.revision,
-            plan.operation_id,
-            outcome.restored_nodes,
-            outcome.restored_edges,
-            outcome.removed_edges,
-        )
-        return outcome
+        return _repaired(drift, plan, repair)
 
     def _frozen_plan(self, drift: Drift) -> IngestionPlan | RepairOutcome:
         data = self._store.get_plan_bytes(drift.operation_id)
@@ -322,6 +301,31 @@ def _unchecked(state: CommittedElements, reason: str) -> Unchecked:
 
 def _outcome(drift: Drift, status: RepairStatus, detail: str) -> RepairOutcome:
     return RepairOutcome(drift.space, drift.document_id, status, detail)
+
+
+def _repaired(drift: Drift, plan: IngestionPlan, repair: RepairPlan) -> RepairOutcome:
+    """The outcome of a repair carried out (and its log line): what its mutation restored."""
+    mutation = repair.mutation
+    outcome = RepairOutcome(
+        space=drift.space,
+        document_id=drift.document_id,
+        status=RepairStatus.REPAIRED,
+        detail=_repaired_detail(plan, repair.unrestorable_nodes, repair.unrestorable_edges),
+        restored_nodes=len(mutation.node_upserts),
+        restored_edges=len(mutation.edge_upserts),
+        removed_edges=len(mutation.edge_deletes),
+    )
+    log.info(
+        "reconcile: repaired %s at revision %d from plan %s: %d node(s) and %d edge(s) "
+        "restored, %d edge(s) removed",
+        f"{drift.space}/{drift.document_id}",
+        drift.revision,
+        plan.operation_id,
+        outcome.restored_nodes,
+        outcome.restored_edges,
+        outcome.removed_edges,
+    )
+    return outcome
 
 
 def _repaired_detail(plan: IngestionPlan, nodes: Sequence[str], edges: Sequence[object]) -> str:

@@ -11,7 +11,7 @@ import logging
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from graph_ingest.stack.errors import FetchError, MissingToolError, StackError
@@ -84,23 +84,11 @@ def ensure_jars(
         if report is not None:
             report(f"fetching {component} {version} jars with Maven into {libs} (once)")
         started = time.monotonic()
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "wb") as log:
-            log.write(f"$ {' '.join(argv)}\n".encode())
-            log.flush()
-            try:
-                result = subprocess.run(
-                    argv, stdout=log, stderr=subprocess.STDOUT, timeout=FETCH_TIMEOUT_S, check=False
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise FetchError(
-                    f"mvn timed out fetching {component} {version} jars; see {log_path}",
-                    details=tail(log_path),
-                ) from exc
+        returncode = _run_logged(argv, log_path, f"{component} {version}")
         jars = sorted(partial.glob("*.jar")) if partial.is_dir() else []
-        if result.returncode != 0 or not jars:
+        if returncode != 0 or not jars:
             raise FetchError(
-                f"mvn failed fetching {component} {version} jars (exit {result.returncode}); "
+                f"mvn failed fetching {component} {version} jars (exit {returncode}); "
                 f"see {log_path}",
                 details=tail(log_path),
             )
@@ -111,3 +99,20 @@ def ensure_jars(
             "fetched %d %s jars in %.1f s", len(jars), component, time.monotonic() - started
         )
         return libs
+
+
+def _run_logged(argv: Sequence[str], log_path: Path, fetching: str) -> int:
+    """Run Maven with its output (after the command line) in ``log_path``; its exit code."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        log.write(f"$ {' '.join(argv)}\n".encode())
+        log.flush()
+        try:
+            result = subprocess.run(
+                argv, stdout=log, stderr=subprocess.STDOUT, timeout=FETCH_TIMEOUT_S, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise FetchError(
+                f"mvn timed out fetching {fetching} jars; see {log_path}", details=tail(log_path)
+            ) from exc
+    return result.returncode

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from graph_ingest.settings import StackSettings
+from graph_ingest.settings.stack import StackSettings
 
 SERVICE_NAMES = ("kafka", "neo4j", "postgres")
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graph_ingest.settings import StackSettings
+from graph_ingest.settings.stack import StackSettings
 from graph_ingest.stack.errors import PortInUseError, StartupError
 from graph_ingest.stack.layout import StackLayout
 from graph_ingest.stack.process import describe_port_use, is_running, port_in_use, tail

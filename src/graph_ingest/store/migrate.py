@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from graph_ingest.domain.errors import ConfigurationError
-from graph_ingest.settings import PostgresSettings
+from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.postgres.translate import translating
 
 log = logging.getLogger(__name__)

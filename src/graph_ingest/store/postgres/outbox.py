@@ -16,7 +16,7 @@ from psycopg import sql
 
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.schemas.messages import OutboxMessage
-from graph_ingest.settings import PostgresSettings
+from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.errors import StoreError
 from graph_ingest.store.outbox import OutboxRow
 from graph_ingest.store.postgres.params import Columns, json_text

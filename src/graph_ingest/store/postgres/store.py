@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from graph_ingest.settings import PostgresSettings
+from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.operations import OperationEventEncoder
 from graph_ingest.store.plan_claims import PlanClaim
