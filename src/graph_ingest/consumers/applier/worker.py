@@ -21,11 +21,11 @@ from graph_ingest.consumers.applier.apply import Outcome, PlanApplier, Position
 from graph_ingest.consumers.applier.claims import resolve_claims
 from graph_ingest.consumers.applier.routing import Ladder
 from graph_ingest.consumers.batching import OffsetTracker, select_batch
-from graph_ingest.consumers.consumer import Partition, PlanConsumer, decode_message
 from graph_ingest.consumers.decode_ahead import DecodeAhead
-from graph_ingest.consumers.plan_message import PlanMessage
+from graph_ingest.consumers.plan_message import PlanMessage, decode_message
 from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.kafka.consumer import Partition, PlanConsumer
 from graph_ingest.resilience.backoff import backoff_delay
 from graph_ingest.resilience.breaker import BreakerState, CircuitBreaker
 from graph_ingest.resilience.classify import classify, dependency_of

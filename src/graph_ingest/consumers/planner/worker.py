@@ -40,7 +40,6 @@ from datetime import UTC, datetime
 
 from confluent_kafka import TopicPartition
 
-from graph_ingest.consumers.consumer import Partition, PlanConsumer
 from graph_ingest.consumers.planner.conflicts import ConflictWatcher
 from graph_ingest.consumers.planner.planning_dlq import PlanningFailure, dead_letter_requests
 from graph_ingest.consumers.planner.requests import RequestMessage, decode_request_message
@@ -48,6 +47,7 @@ from graph_ingest.domain.candidates import ExtractionIssue
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.trace import TraceParent, new_trace_id
 from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.kafka.consumer import Partition, PlanConsumer
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.kafka.transactional import TransactionalProducer
