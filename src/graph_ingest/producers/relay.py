@@ -39,7 +39,7 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
-from graph_ingest.resilience.backoff import backoff_delay
+from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
 from graph_ingest.store.errors import translating
@@ -92,7 +92,9 @@ class OutboxRelay:
         self._lock_key = advisory_lock_key(self._schema)
         self._batch_size = settings.relay.batch_size
         self._idle_s = settings.relay.idle_poll_interval_s
-        self._backoff = (settings.relay.retry_initial_backoff_s, settings.relay.retry_max_backoff_s)
+        self._backoff = Backoff(
+            settings.relay.retry_initial_backoff_s, settings.relay.retry_max_backoff_s
+        )
         self._standby_poll_s = settings.relay.standby_poll_s
         self._producer = TransactionalProducer(
             settings.kafka,
@@ -146,18 +148,16 @@ class OutboxRelay:
             self._batch_size,
             self._idle_s,
         )
-        attempt = 0
         while not stop.is_set():
             try:
                 count = self.run_once()
             except GraphIngestError as exc:
-                attempt += 1
-                delay = backoff_delay(attempt, *self._backoff)
+                delay = self._backoff.failed()
                 logger.log(
                     logging.WARNING if exc.code.is_transient else logging.ERROR,
                     "outbox[%s] publishing failed (attempt %d, %s %s): %s; retrying in %.1fs",
                     self._schema,
-                    attempt,
+                    self._backoff.failures,
                     exc.code,
                     type(exc).__name__,
                     exc,
@@ -165,9 +165,8 @@ class OutboxRelay:
                 )
                 stop.wait(delay)
                 continue
-            if attempt:
-                logger.info("outbox[%s] publishing again after %d failures", self._schema, attempt)
-                attempt = 0
+            if failures := self._backoff.succeeded():
+                logger.info("outbox[%s] publishing again after %d failures", self._schema, failures)
             if count == 0:
                 stop.wait(self._idle_s if self._holds_lock else self._standby_poll_s)
         logger.info("outbox[%s] relay stopped", self._schema)

@@ -26,7 +26,7 @@ from graph_ingest.consumers.plan_message import PlanMessage, decode_message
 from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.consumer import Partition, PlanConsumer
-from graph_ingest.resilience.backoff import backoff_delay
+from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.resilience.breaker import BreakerState, CircuitBreaker
 from graph_ingest.resilience.classify import classify, dependency_of
 from graph_ingest.resilience.degradation import DegradationMonitor
@@ -169,7 +169,8 @@ class ApplierWorker:
         """Apply until the batch has durable outcomes; None if asked to stop first (nothing
         committed for it). Marks the batch's messages done in the offset tracker."""
         settings = self._settings.applier
-        attempt = towards_split = 0
+        backoff = Backoff(settings.retry_initial_backoff_s, settings.retry_max_backoff_s)
+        towards_split = 0
         while True:
             try:
                 with self._applying:
@@ -180,13 +181,10 @@ class ApplierWorker:
                 code = classify(exc)
                 if scope_of(code) is FailureScope.PLAN:
                     raise  # the applier isolates plan failures: one escaping it is a bug
-                attempt += 1
                 towards_split = towards_split + 1 if counts_towards_split(code) else 0
                 breaker = self._breaker_of(exc, code)
                 open_breaker = breaker if breaker and breaker.state is BreakerState.OPEN else None
-                delay = backoff_delay(
-                    attempt, settings.retry_initial_backoff_s, settings.retry_max_backoff_s
-                )
+                delay = backoff.failed()
                 waiting = (
                     f"probing {open_breaker.name} every {open_breaker.probe_interval_s:.1f}s"
                     if open_breaker is not None
@@ -201,7 +199,7 @@ class ApplierWorker:
                     code,
                     type(exc).__name__,
                     exc,
-                    attempt,
+                    backoff.failures,
                     waiting,
                 )
                 if open_breaker is not None:

@@ -62,7 +62,7 @@ from graph_ingest.producers.replans import (
     replan_operation_id,
     replan_standing,
 )
-from graph_ingest.resilience.backoff import backoff_delay
+from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.resilience.classify import classify
 from graph_ingest.resilience.policy import PlanningAction, planning_action
 from graph_ingest.schemas.codec import encode_plan
@@ -105,7 +105,9 @@ class Handled:
 
 @dataclass(slots=True)
 class _Retrying:
-    attempts: int
+    """A request whose planning failed: its backoff, and since when it fails."""
+
+    backoff: Backoff
     first_failure_at: datetime
 
 
@@ -145,7 +147,9 @@ class PlannerWorker:
         self._conflicts = ConflictWatcher(settings, store, clock=clock)
         self._retrying: dict[tuple[str, int, int], _Retrying] = {}
         self._documents: dict[Partition, set[tuple[str, str]]] = {}
-        self._failed_batches = 0
+        self._batch_backoff = Backoff(
+            settings.planner.retry_initial_backoff_s, settings.planner.retry_max_backoff_s
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -172,13 +176,7 @@ class PlannerWorker:
                 handled = self._plan_batch(batch)
                 published = not handled or self._publish(handled)
                 if not (self._conflicts.step(self._producer) and published):
-                    stop.wait(
-                        backoff_delay(
-                            max(self._failed_batches, 1),
-                            settings.retry_initial_backoff_s,
-                            settings.retry_max_backoff_s,
-                        )
-                    )
+                    stop.wait(self._batch_backoff.delay())
         finally:
             self._conflicts.close()
             self._consumer.close()
@@ -312,20 +310,21 @@ class PlannerWorker:
         """A request that failed planning: hold its partition for a retry (None), or its DLQ
         entry."""
         now = self._clock()
-        retrying = self._retrying.setdefault(message.position, _Retrying(0, now))
-        retrying.attempts += 1
+        retrying = self._retrying.get(message.position)
+        if retrying is None:
+            backoff = Backoff(
+                self._settings.retry_initial_backoff_s, self._settings.retry_max_backoff_s
+            )
+            retrying = self._retrying[message.position] = _Retrying(backoff, now)
+        delay = retrying.backoff.failed()
+        attempts = retrying.backoff.failures
         code = classify(exc)
         failing_for_s = (now - retrying.first_failure_at).total_seconds()
         action = planning_action(
             code, failing_for_s=failing_for_s, budget_s=self._settings.retry_budget_s
         )
         if action is PlanningAction.DLQ:
-            return self._dead_letter(message, exc, attempts=retrying.attempts)
-        delay = backoff_delay(
-            retrying.attempts,
-            self._settings.retry_initial_backoff_s,
-            self._settings.retry_max_backoff_s,
-        )
+            return self._dead_letter(message, exc, attempts=attempts)
         asked = exc.retry_after_s if isinstance(exc, ExtractionFailed) else None
         delay = max(delay, asked or 0.0)
         log.warning(
@@ -334,7 +333,7 @@ class PlannerWorker:
             code,
             type(exc).__name__,
             exc,
-            retrying.attempts,
+            attempts,
             delay,
         )
         self._consumer.hold(
@@ -396,7 +395,7 @@ class PlannerWorker:
         except Exception as exc:
             self._abandon(handled, exc)
             return False
-        self._failed_batches = 0
+        self._batch_backoff.succeeded()
         for item in handled:
             self._retrying.pop(item.message.position, None)
             if item.plan is not None:
@@ -410,7 +409,7 @@ class PlannerWorker:
         return True
 
     def _abandon(self, handled: Sequence[Handled], exc: Exception) -> None:
-        self._failed_batches += 1
+        self._batch_backoff.failed()
         firsts: dict[Partition, int] = {}
         for item in handled:
             firsts.setdefault((item.message.topic, item.message.partition), item.message.offset)
