@@ -30,12 +30,15 @@ from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.resilience.breaker import BreakerState, CircuitBreaker
 from graph_ingest.resilience.classify import classify, dependency_of
 from graph_ingest.resilience.degradation import DegradationMonitor
-from graph_ingest.resilience.policy import FailureScope, counts_towards_split, scope_of
+from graph_ingest.resilience.policy import (
+    ACCESS_REFUSED,
+    FailureScope,
+    counts_towards_split,
+    scope_of,
+)
 from graph_ingest.settings import Settings
 
 log = logging.getLogger(__name__)
-
-_LOUD = frozenset({StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED})
 
 
 class ApplierWorker:
@@ -191,7 +194,7 @@ class ApplierWorker:
                     else f"retry in {delay:.1f}s"
                 )
                 log.log(
-                    logging.ERROR if code in _LOUD else logging.WARNING,
+                    logging.ERROR if code in ACCESS_REFUSED else logging.WARNING,
                     "batch of %d (first %s) failed with %s (%s: %s); retry %d: %s, "
                     "partitions paused",
                     len(batch),
