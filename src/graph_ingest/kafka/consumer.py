@@ -39,6 +39,7 @@ Partition = tuple[str, int]
 # The log record attribute of a retry-tier message's delivery: seconds after it was due.
 TIER_LATENESS = "tier_lateness_s"
 RevokeHandler = Callable[[set[Partition]], None]
+AssignHandler = Callable[[frozenset[Partition]], None]
 
 
 class Consumed(Protocol):
@@ -90,12 +91,14 @@ class PlanConsumer(Generic[M]):
         *,
         on_revoke: RevokeHandler,
         decode: Decoder[M],
+        on_assign: AssignHandler | None = None,
         tier_topics: Collection[str] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._config = dict(config)
         self._topics = list(topics)
         self._on_revoke = on_revoke
+        self._on_assign = on_assign
         self._decode = decode
         self._tier_topics = frozenset(tier_topics)
         self._clock = clock  # wall clock: due times travel between machines in headers
@@ -282,6 +285,8 @@ class PlanConsumer(Generic[M]):
         self._owned |= assigned
         self._set_paused(assigned)
         log.info("partitions assigned: %s%s", sorted(assigned), " (paused)" if self._paused else "")
+        if self._on_assign is not None:
+            self._on_assign(frozenset(assigned))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {(tp.topic, tp.partition) for tp in partitions}
