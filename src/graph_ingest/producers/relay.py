@@ -92,8 +92,9 @@ class OutboxRelay:
         self._lock_key = advisory_lock_key(self._schema)
         self._batch_size = settings.relay.batch_size
         self._idle_s = settings.relay.idle_poll_interval_s
-        self._backoff = Backoff(
-            settings.relay.retry_initial_backoff_s, settings.relay.retry_max_backoff_s
+        self._backoff_s = (
+            settings.relay.retry_initial_backoff_s,
+            settings.relay.retry_max_backoff_s,
         )
         self._standby_poll_s = settings.relay.standby_poll_s
         self._producer = TransactionalProducer(
@@ -148,16 +149,17 @@ class OutboxRelay:
             self._batch_size,
             self._idle_s,
         )
+        backoff = Backoff(*self._backoff_s)
         while not stop.is_set():
             try:
                 count = self.run_once()
             except GraphIngestError as exc:
-                delay = self._backoff.failed()
+                delay = backoff.failed()
                 logger.log(
                     logging.WARNING if exc.code.is_transient else logging.ERROR,
                     "outbox[%s] publishing failed (attempt %d, %s %s): %s; retrying in %.1fs",
                     self._schema,
-                    self._backoff.failures,
+                    backoff.failures,
                     exc.code,
                     type(exc).__name__,
                     exc,
@@ -165,7 +167,7 @@ class OutboxRelay:
                 )
                 stop.wait(delay)
                 continue
-            if failures := self._backoff.succeeded():
+            if failures := backoff.succeeded():
                 logger.info("outbox[%s] publishing again after %d failures", self._schema, failures)
             if count == 0:
                 stop.wait(self._idle_s if self._holds_lock else self._standby_poll_s)
