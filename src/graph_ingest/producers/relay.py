@@ -92,10 +92,7 @@ class OutboxRelay:
         self._lock_key = advisory_lock_key(self._schema)
         self._batch_size = settings.relay.batch_size
         self._idle_s = settings.relay.idle_poll_interval_s
-        self._backoff_s = (
-            settings.relay.retry_initial_backoff_s,
-            settings.relay.retry_max_backoff_s,
-        )
+        self._backoff = (settings.relay.retry_initial_backoff_s, settings.relay.retry_max_backoff_s)
         self._standby_poll_s = settings.relay.standby_poll_s
         self._producer = TransactionalProducer(
             settings.kafka,
@@ -149,7 +146,7 @@ class OutboxRelay:
             self._batch_size,
             self._idle_s,
         )
-        backoff = Backoff(*self._backoff_s)
+        backoff = Backoff(*self._backoff)
         while not stop.is_set():
             try:
                 count = self.run_once()
