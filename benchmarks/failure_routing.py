@@ -38,12 +38,12 @@ from isolation import graph_label, isolated
 from pipeline_run import pipeline
 from workloads import build, small_plans
 
-from graph_ingest.consumers.consumer import TIER_LATENESS
 from graph_ingest.domain.mutation import Mutation
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.errors import GraphError
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
+from graph_ingest.kafka.consumer import TIER_LATENESS
 from graph_ingest.producers.plan_publisher import PlanPublisher
 from graph_ingest.settings import Settings
 from graph_ingest.stack.envvars import pipeline_env
@@ -91,7 +91,7 @@ def lateness(base: Settings, count: int, spacing_s: float, in_place_backoff_s: f
         plans = small_plans(count, GraphOptions(node_label=f"B_{settings.postgres.schema_name}"))
         stop = threading.Event()
         deliveries = _Deliveries()
-        consumer_log = logging.getLogger("graph_ingest.consumers.consumer")
+        consumer_log = logging.getLogger("graph_ingest.kafka.consumer")
         consumer_log.addHandler(deliveries)
         consumer_log.setLevel(logging.DEBUG)
         worker = threading.Thread(

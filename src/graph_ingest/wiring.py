@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from graph_ingest.consumers.applier.apply import PlanApplier
 from graph_ingest.consumers.applier.routing import Ladder
 from graph_ingest.consumers.applier.worker import ApplierWorker
+from graph_ingest.consumers.hooks import Hooks, LoopSubscriber
 from graph_ingest.consumers.planner.worker import PlannerWorker
 from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.graph.base import GraphWriter
@@ -65,8 +66,10 @@ def run_applier(
     store: OperationStore | None = None,
     graph: GraphWriter | None = None,
     relay: bool = True,
+    subscribers: Sequence[LoopSubscriber] = (),
 ) -> None:
-    """Run one applier until ``stop`` is set. Store and writer may be injected (tests wrap them).
+    """Run one applier until ``stop`` is set. Store and writer may be injected (tests wrap them);
+    ``subscribers`` watch every loop's lifecycle hooks (``consumers.hooks``).
 
     ``relay``: also run an outbox relay in this process, so that one process is a complete
     pipeline (retry copies, DLQ envelopes and the operation log all leave through the outbox).
@@ -87,6 +90,7 @@ def run_applier(
                 topics=topics,
                 applying=applying,
                 report_degradation=degradation.publish,
+                hooks=Hooks(loop_settings.applier.worker_id, *subscribers),
             )
             for loop_settings, topics in _loops(settings)
         ]
@@ -177,15 +181,17 @@ def run_planner(
     planner: RequestPlanner,
     *,
     store: OperationStore | None = None,
+    subscribers: Sequence[LoopSubscriber] = (),
 ) -> None:
     """Run one planner worker until ``stop`` is set; the planner is started first and closed
-    when the worker stops."""
+    when the worker stops. ``subscribers`` watch its lifecycle hooks (``consumers.hooks``)."""
     store = store or postgres_store(settings)
     store.start()
     try:
         planner.start()
         try:
-            PlannerWorker(settings, planner, store).run(stop)
+            hooks = Hooks(settings.planner.worker_id, *subscribers)
+            PlannerWorker(settings, planner, store, hooks=hooks).run(stop)
         finally:
             planner.close()
     finally:

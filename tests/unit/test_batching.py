@@ -1,4 +1,5 @@
-from graph_ingest.consumers.batching import OffsetTracker, select_batch
+from graph_ingest.consumers.batching import select_batch
+from graph_ingest.consumers.offsets import OffsetTracker
 from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.errors import FingerprintMismatch
 from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert, PropertyValue

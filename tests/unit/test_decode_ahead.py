@@ -7,8 +7,8 @@ from typing import Any, cast
 
 import pytest
 
-from graph_ingest.consumers.consumer import Usable
 from graph_ingest.consumers.decode_ahead import DecodeAhead
+from graph_ingest.kafka.consumer import Usable
 
 
 def usable(value: int) -> Usable:

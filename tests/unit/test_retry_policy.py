@@ -5,6 +5,7 @@ import pytest
 from graph_ingest.domain.error_detail import RetryAdvice, RetryStrategy
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.resilience.policy import (
+    ACCESS_REFUSED,
     MAIN,
     REPLAY,
     BatchAction,
@@ -247,3 +248,10 @@ def test_retry_advice_of_the_dlq_is_not_retryable() -> None:
     assert advice == RetryAdvice(
         retryable=False, attempts_left=0, strategy=RetryStrategy.DEAD_LETTER
     )
+
+
+@pytest.mark.parametrize("code", [c for c in StatusCode if c is not StatusCode.OK])
+def test_the_scopes_refine_the_one_transience_rule(code: StatusCode) -> None:
+    # A code is the plan's fault exactly when it is neither transient nor a refusal of access.
+    is_plan = scope_of(code) is FailureScope.PLAN
+    assert is_plan is not (code.is_transient or code in ACCESS_REFUSED)

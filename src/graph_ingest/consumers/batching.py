@@ -1,4 +1,4 @@
-"""Batch selection and offset tracking: pure logic, no Kafka.
+"""Batch selection: pure logic, no Kafka.
 
 The meaning of a batch is arrival order: the graph and every plan's outcome end as if the plans
 had been applied one by one, in the order they arrived. The graph writer runs a batch in phases
@@ -22,7 +22,7 @@ every property they both set. Nothing overtakes a plan whose effect it could cha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
@@ -220,35 +220,3 @@ def select_batch(
         size += value_size
         members.add(footprint)
     return batch, deferred
-
-
-class OffsetTracker:
-    """Per partition, the offset up to which every consumed message has a durable outcome."""
-
-    def __init__(self) -> None:
-        self._in_flight: dict[tuple[str, int], set[int]] = {}
-        self._highest_seen: dict[tuple[str, int], int] = {}
-
-    def consumed(self, messages: Iterable[PlanMessage]) -> None:
-        for m in messages:
-            tp = (m.topic, m.partition)
-            self._in_flight.setdefault(tp, set()).add(m.offset)
-            self._highest_seen[tp] = max(self._highest_seen.get(tp, -1), m.offset)
-
-    def done(self, messages: Iterable[PlanMessage]) -> None:
-        for m in messages:
-            self._in_flight.get((m.topic, m.partition), set()).discard(m.offset)
-
-    def committable(self) -> dict[tuple[str, int], int]:
-        """Next offset to commit per partition (Kafka commits the offset of the next message)."""
-        positions = {}
-        for tp, highest in self._highest_seen.items():
-            in_flight = self._in_flight.get(tp)
-            positions[tp] = min(in_flight) if in_flight else highest + 1
-        return positions
-
-    def forget(self, partitions: Iterable[tuple[str, int]]) -> None:
-        """Drop revoked partitions: their uncommitted messages go to the next owner."""
-        for tp in partitions:
-            self._in_flight.pop(tp, None)
-            self._highest_seen.pop(tp, None)

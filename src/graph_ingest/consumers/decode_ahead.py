@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
-from graph_ingest.consumers.consumer import Usable
+from graph_ingest.kafka.consumer import Usable
 
 M = TypeVar("M")
 

@@ -1,17 +1,23 @@
-"""A consumed plan message: where it came from, its raw bytes, and the decoded plan or why not."""
+"""A consumed plan message: where it came from, its raw bytes, and the decoded plan or why not;
+and :func:`decode_message`, the decoder the applier's consumer (``kafka.consumer``) runs on each
+message it fetches."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Message
 
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka.headers import RetryHeaders
-from graph_ingest.schemas.claim_check import ClaimReference
+from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.kafka.consumer import RetryRead
+from graph_ingest.kafka.errors import MalformedHeader
+from graph_ingest.kafka.headers import MessageHeaders, RetryHeaders
+from graph_ingest.schemas.claim_check import ClaimReference, parse_claim_reference
 from graph_ingest.schemas.codec import decode_plan
-
-MessageHeaders = tuple[tuple[str, bytes | None], ...]
 
 
 def verified_plan(data: bytes) -> IngestionPlan:
@@ -64,3 +70,48 @@ class PlanMessage:
         """The fixed log prefix: topic[partition]@offset op=<id>."""
         op = self.plan.operation_id if self.plan else self.operation_id_header
         return f"{self.topic}[{self.partition}]@{self.offset} op={op}"
+
+
+def decode_message(
+    message: Message, headers: MessageHeaders, retry: RetryRead, *, max_plan_bytes: int
+) -> PlanMessage:
+    """Decode and verify one plan message (its headers and retry headers already read); any
+    failure is kept on the message, never raised (``verified_plan``)."""
+    op_header = kafka_headers.header_value(headers, kafka_headers.OPERATION_ID)
+    position: dict[str, Any] = {
+        "topic": message.topic(),
+        "partition": message.partition(),
+        "offset": message.offset(),
+        "key": message.key(),
+        "value": message.value(),
+        "headers": headers,
+        "operation_id_header": (
+            None if op_header is None else op_header.decode("utf-8", "replace")
+        ),
+    }
+    value = message.value()
+    if not value:
+        error = GraphIngestError("empty plan message", code=StatusCode.INVALID_ARGUMENT)
+        return PlanMessage(**position, error=error)
+    if len(value) > max_plan_bytes:
+        error = GraphIngestError(
+            f"plan message of {len(value)} bytes exceeds the limit of {max_plan_bytes} "
+            "(APPLIER__MAX_PLAN_BYTES): split the document or raise the limit",
+            code=StatusCode.INVALID_ARGUMENT,
+        )
+        return PlanMessage(**position, error=error)
+    if isinstance(retry, MalformedHeader):
+        return PlanMessage(**position, error=retry)
+    position["retry"] = retry
+    try:
+        if kafka_headers.header_value(headers, kafka_headers.CLAIM_CHECK) is not None:
+            # The plan is in PostgreSQL: consumers.applier.claims resolves and verifies it.
+            claim = parse_claim_reference(value)
+            return PlanMessage(**{**position, "value": None}, claim=claim, claim_value=value)
+        plan = verified_plan(value)
+    except GraphIngestError as exc:
+        return PlanMessage(**position, error=exc)
+    return PlanMessage(**position, plan=plan)
+
+
+__all__ = ["PlanMessage", "decode_message", "verified_plan"]

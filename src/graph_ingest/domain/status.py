@@ -20,7 +20,9 @@ class StatusCode(StrEnum):
 
     @property
     def is_transient(self) -> bool:
-        """True when the same work may succeed later without any change to it."""
+        """True when the same work may succeed later without any change to it: the one
+        transience rule (``resilience.policy.scope_of`` refines the transient codes into failure
+        scopes and never decides transience again)."""
         return self in _TRANSIENT
 
 

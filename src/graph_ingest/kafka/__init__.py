@@ -1,4 +1,5 @@
-"""Kafka adapters: topic administration, a batch producer, and the one Kafka error translation."""
+"""Kafka adapters: topic administration, a batch producer, the typed consumer every consumer goes
+through (``kafka.consumer``), and the one Kafka error translation."""
 
 from graph_ingest.kafka.admin import (
     TopicReport,

@@ -22,6 +22,8 @@ from graph_ingest.kafka.errors import MalformedHeader
 
 # What confluent-kafka's Message.headers() returns.
 Headers = Sequence[tuple[str, bytes | None]] | None
+# A consumed message's headers as read once (``headers_of``), as messages keep them.
+MessageHeaders = tuple[tuple[str, bytes | None], ...]
 
 # Plan and operation-event messages.
 OPERATION_ID = "operation_id"
@@ -67,7 +69,7 @@ TRACE_ID = "trace_id"
 WORK_HEADERS = (TRACEPARENT, SUBMISSION_ID)
 
 
-def headers_of(message: Message) -> tuple[tuple[str, bytes | None], ...]:
+def headers_of(message: Message) -> MessageHeaders:
     """A consumed confluent-kafka message's headers as (name, bytes) pairs, in order, repeats
     included."""
     raw = message.headers() or ()

@@ -25,6 +25,7 @@ from confluent_kafka import (
 )
 
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.kafka.consumer import open_consumer
 from graph_ingest.kafka.errors import KafkaIngestError, translate_kafka_error
 from graph_ingest.kafka.headers import headers_of
 from graph_ingest.settings.kafka import KafkaSettings
@@ -50,14 +51,8 @@ def read_to_end(
     """Every committed message of ``topic`` up to its end, per partition in offset order
     (partitions one after another). Raises KafkaIngestError: NOT_FOUND for a topic that does not
     exist, DEADLINE_EXCEEDED when the end is not reached within ``timeout_s``."""
-    config = settings.consumer_config(
-        f"{settings.client_id}.reader.{uuid.uuid4().hex}", **{"enable.partition.eof": True}
-    )
     deadline = time.monotonic() + timeout_s
-    try:
-        consumer = Consumer(config)
-    except (KafkaException, ValueError, TypeError) as exc:
-        raise translate_kafka_error(exc, context=f"creating a reader of {topic}") from exc
+    consumer = _open_reader(settings, topic)
     try:
         partitions = _partitions(consumer, topic, timeout_s)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
@@ -96,14 +91,8 @@ def read_at(
     (deleted by retention, compacted away, or aborted). Raises KafkaIngestError
     (DEADLINE_EXCEEDED when neither the message nor the partition's end came within
     ``timeout_s``)."""
-    config = settings.consumer_config(
-        f"{settings.client_id}.reader.{uuid.uuid4().hex}", **{"enable.partition.eof": True}
-    )
     deadline = time.monotonic() + timeout_s
-    try:
-        consumer = Consumer(config)
-    except (KafkaException, ValueError, TypeError) as exc:
-        raise translate_kafka_error(exc, context=f"creating a reader of {topic}") from exc
+    consumer = _open_reader(settings, topic)
     where = f"{topic}[{partition}]@{offset}"
     try:
         consumer.assign([TopicPartition(topic, partition, offset)])
@@ -127,6 +116,14 @@ def read_at(
     raise KafkaIngestError(
         f"{where} not read within {timeout_s:g}s", code=StatusCode.DEADLINE_EXCEEDED
     )
+
+
+def _open_reader(settings: KafkaSettings, topic: str) -> Consumer:
+    """A consumer in a group of its own that reports each partition's end."""
+    config = settings.consumer_config(
+        f"{settings.client_id}.reader.{uuid.uuid4().hex}", **{"enable.partition.eof": True}
+    )
+    return open_consumer(config, context=f"creating a reader of {topic}")
 
 
 def _partitions(consumer: Consumer, topic: str, timeout_s: float) -> list[int]:

@@ -26,7 +26,7 @@ from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.domain.identifiers import is_identifier
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.planning.errors import ExtractionFailed, PlanningError
-from graph_ingest.resilience.backoff import backoff_delay
+from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.settings.llm import LlmSettings
 
 log = logging.getLogger(__name__)
@@ -96,35 +96,30 @@ class ChatClient:
 
     def complete(self, body: dict[str, Any]) -> ChatReply:
         attempts = self._settings.max_attempts
-        attempt = 1
+        backoff = Backoff(self._settings.initial_backoff_s, self._settings.max_backoff_s)
         while True:
             try:
                 return self._post(body)
             except _Transient as failure:
-                if attempt >= attempts:
+                delay = backoff.failed()
+                if backoff.failures >= attempts:
                     raise ExtractionFailed(
                         f"{self.endpoint}: {failure} (after {attempts} attempts)",
                         code=failure.code,
                         retry_after_s=failure.retry_after_s,
                     ) from None
-                delay = (
-                    failure.retry_after_s
-                    if failure.retry_after_s is not None
-                    else backoff_delay(
-                        attempt, self._settings.initial_backoff_s, self._settings.max_backoff_s
-                    )
-                )
+                if failure.retry_after_s is not None:
+                    delay = failure.retry_after_s
                 log.warning(
                     "llm %s: %s (%s, attempt %d of %d); retrying in %.1fs",
                     self.endpoint,
                     failure,
                     failure.code,
-                    attempt,
+                    backoff.failures,
                     attempts,
                     delay,
                 )
                 self._sleep(delay)
-                attempt += 1
 
     def close(self) -> None:
         if self._http is not None:

@@ -36,7 +36,7 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
-from graph_ingest.resilience.backoff import backoff_delay
+from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
 from graph_ingest.store.outbox import OutboxFeed, OutboxRow
@@ -144,18 +144,17 @@ class OutboxRelay:
             self._batch_size,
             self._idle_s,
         )
-        attempt = 0
+        backoff = Backoff(*self._backoff)
         while not stop.is_set():
             try:
                 count = self.run_once()
             except GraphIngestError as exc:
-                attempt += 1
-                delay = backoff_delay(attempt, *self._backoff)
+                delay = backoff.failed()
                 logger.log(
                     logging.WARNING if exc.code.is_transient else logging.ERROR,
                     "outbox[%s] publishing failed (attempt %d, %s %s): %s; retrying in %.1fs",
                     self._schema,
-                    attempt,
+                    backoff.failures,
                     exc.code,
                     type(exc).__name__,
                     exc,
@@ -163,9 +162,8 @@ class OutboxRelay:
                 )
                 stop.wait(delay)
                 continue
-            if attempt:
-                logger.info("outbox[%s] publishing again after %d failures", self._schema, attempt)
-                attempt = 0
+            if failures := backoff.succeeded():
+                logger.info("outbox[%s] publishing again after %d failures", self._schema, failures)
             if count == 0:
                 stop.wait(self._idle_s if self._holds_lock else self._standby_poll_s)
         logger.info("outbox[%s] relay stopped", self._schema)

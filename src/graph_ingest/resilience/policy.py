@@ -64,19 +64,23 @@ class LonePlanAction(StrEnum):
     FAIL = "FAIL"
 
 
-_SCOPES: dict[StatusCode, FailureScope] = {
+ACCESS_REFUSED = frozenset({StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED})
+"""A service refuses *us*: not transient (an operator must act), yet never the plan's fault."""
+
+# The scope of each transient code (``StatusCode.is_transient``, the one transience rule) that is
+# not UNCERTAIN.
+_TRANSIENT_SCOPES: dict[StatusCode, FailureScope] = {
     StatusCode.UNAVAILABLE: FailureScope.DEPENDENCY,
-    StatusCode.UNAUTHENTICATED: FailureScope.DEPENDENCY,
-    StatusCode.PERMISSION_DENIED: FailureScope.DEPENDENCY,
     StatusCode.ABORTED: FailureScope.CONTENTION,
-    StatusCode.DEADLINE_EXCEEDED: FailureScope.UNCERTAIN,
-    StatusCode.RESOURCE_EXHAUSTED: FailureScope.UNCERTAIN,
-    StatusCode.INTERNAL: FailureScope.UNCERTAIN,
 }
 
 
 def scope_of(code: StatusCode) -> FailureScope:
-    return _SCOPES.get(code, FailureScope.PLAN)
+    if code in ACCESS_REFUSED:
+        return FailureScope.DEPENDENCY
+    if not code.is_transient:
+        return FailureScope.PLAN
+    return _TRANSIENT_SCOPES.get(code, FailureScope.UNCERTAIN)
 
 
 def batch_action(code: StatusCode, *, in_place_exhausted: bool) -> BatchAction:
@@ -230,6 +234,7 @@ def planning_action(code: StatusCode, *, failing_for_s: float, budget_s: float) 
 
 
 __all__ = [
+    "ACCESS_REFUSED",
     "MAIN",
     "REPLAY",
     "TO_DLQ",

@@ -34,7 +34,7 @@ from graph_ingest.consumers.applier.ladder import (
     journey_start,
     known_origin,
 )
-from graph_ingest.consumers.plan_message import MessageHeaders, PlanMessage
+from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.dlq.entries import (
     dlq_id_of_operation,
     dlq_id_of_position,
@@ -49,7 +49,12 @@ from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import new_trace_id
-from graph_ingest.kafka.headers import RetryHeaders, trace_id_from_headers, with_retry_headers
+from graph_ingest.kafka.headers import (
+    MessageHeaders,
+    RetryHeaders,
+    trace_id_from_headers,
+    with_retry_headers,
+)
 from graph_ingest.resilience.policy import (
     TO_DLQ,
     RouteKind,

@@ -1,11 +1,12 @@
 """The applier's Kafka loop: poll a batch, apply it, commit offsets only after outcomes are durable.
 
 A batch the retry policy says to retry in place (``resilience.policy``) is retried while every
-owned partition is paused (the consumer keeps polling, so it stays in its group): with backoff,
-or, once a dependency's circuit breaker is open (``resilience.breaker``), as soon as a probe of
-that dependency answers. After each wait, messages of partitions revoked meanwhile leave the
-batch: their next owner applies them, and this worker must not. SIGTERM (a set ``stop`` event)
-finishes the batch in hand, commits, and leaves the group.
+owned partition is paused (``consumers.runtime.paused_wait``: the consumer keeps polling, so it
+stays in its group): with backoff, or, once a dependency's circuit breaker is open
+(``consumers.breakers``), as soon as a probe of that dependency answers. After each wait,
+messages of partitions revoked meanwhile leave the batch: their next owner applies them, and this
+worker must not. SIGTERM (a set ``stop`` event) finishes the batch in hand, commits, and leaves
+the group. The loop fires its lifecycle hooks (``consumers.hooks``) per poll and per batch.
 """
 
 from __future__ import annotations
@@ -14,28 +15,36 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
 from graph_ingest.consumers.applier.apply import Outcome, PlanApplier, Position
 from graph_ingest.consumers.applier.claims import resolve_claims
 from graph_ingest.consumers.applier.routing import Ladder
-from graph_ingest.consumers.batching import OffsetTracker, select_batch
-from graph_ingest.consumers.consumer import Partition, PlanConsumer, decode_message
+from graph_ingest.consumers.batching import select_batch
+from graph_ingest.consumers.breakers import Breakers
 from graph_ingest.consumers.decode_ahead import DecodeAhead
-from graph_ingest.consumers.plan_message import PlanMessage
+from graph_ingest.consumers.hooks import Hooks
+from graph_ingest.consumers.offsets import OffsetCommitter
+from graph_ingest.consumers.plan_message import PlanMessage, decode_message
+from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait, poll_timeout
 from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
-from graph_ingest.domain.status import StatusCode
-from graph_ingest.resilience.backoff import backoff_delay
-from graph_ingest.resilience.breaker import BreakerState, CircuitBreaker
-from graph_ingest.resilience.classify import classify, dependency_of
+from graph_ingest.kafka.consumer import Partition, PlanConsumer
+from graph_ingest.resilience.backoff import Backoff
+from graph_ingest.resilience.breaker import BreakerState
+from graph_ingest.resilience.classify import classify
 from graph_ingest.resilience.degradation import DegradationMonitor
-from graph_ingest.resilience.policy import FailureScope, counts_towards_split, scope_of
+from graph_ingest.resilience.policy import (
+    ACCESS_REFUSED,
+    FailureScope,
+    counts_towards_split,
+    scope_of,
+)
 from graph_ingest.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_LOUD = frozenset({StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED})
+_ROUTED = frozenset({Outcome.RETRYING, Outcome.DEAD_LETTERED})
 
 
 class ApplierWorker:
@@ -47,34 +56,35 @@ class ApplierWorker:
         topics: Sequence[str] | None = None,
         applying: AbstractContextManager[object] | None = None,
         report_degradation: Callable[[DegradationEvent], object] = lambda event: None,
+        hooks: Hooks | None = None,
     ) -> None:
         """``topics``: the plans topic by default. ``applying``: held around every apply (a lock
-        when loops share one applier)."""
+        when loops share one applier). ``hooks``: whoever watches the loop (none by default)."""
         self._settings = settings
         self._applier = applier
         self._applying = applying or nullcontext()
+        self._hooks = hooks or Hooks(settings.applier.worker_id)
         ladder = Ladder.of(settings)
+        rebalances = RebalanceHooks(self._hooks, self._on_revoke)
         self._consumer: PlanConsumer[PlanMessage] = PlanConsumer(
             settings.kafka.consumer_config(settings.applier.group_id),
             list(topics or [ladder.plans_topic]),
-            on_revoke=self._on_revoke,
+            on_revoke=rebalances.revoked,
+            on_assign=rebalances.assigned,
             decode=functools.partial(
                 decode_message, max_plan_bytes=settings.applier.max_plan_bytes
             ),
             tier_topics=ladder.tier_topics,
         )
         self._ahead: DecodeAhead[PlanMessage] = DecodeAhead(self._consumer.decode)
-        self._tracker = OffsetTracker()
+        self._offsets = OffsetCommitter(self._consumer, self._hooks)
         self._pending: list[PlanMessage] = []
-        self._committed: dict[Partition, int] = {}
-        self._breakers = {
-            name: CircuitBreaker(
-                name,
-                failure_threshold=settings.applier.breaker_failure_threshold,
-                probe_interval_s=settings.applier.breaker_probe_interval_s,
-            )
-            for name in applier.dependencies
-        }
+        self._breakers = Breakers(
+            applier.dependencies,
+            failure_threshold=settings.applier.breaker_failure_threshold,
+            probe_interval_s=settings.applier.breaker_probe_interval_s,
+            hooks=self._hooks,
+        )
         self._degradation = DegradationMonitor(
             settings.applier.worker_id, stable_s=settings.applier.degradation_stable_s
         )
@@ -98,12 +108,12 @@ class ApplierWorker:
                 self._fetch_ahead()
                 if self._apply_with_retry(batch, stop) is None:
                     break
-                self._commit()
+                self._offsets.commit()
         except BaseException:
             self._observe_degradation(healthy=False)
             raise
         finally:
-            self._commit()
+            self._offsets.commit()
             self._consumer.close()
             self._ahead.close()
             log.info("applier stopped")
@@ -115,13 +125,12 @@ class ApplierWorker:
         deliver now (rebalance callbacks run inside the fetch, and may shrink ``_pending``: it is
         extended only after the call returns)."""
         if not self._ahead.in_flight:
-            due_in = self._consumer.next_due_in()  # wake up for a retry when it is due
-            if due_in is not None:
-                timeout_s = min(timeout_s, max(due_in, 0.001))
+            timeout_s = poll_timeout(self._consumer, timeout_s)  # wake up for a due retry
             self._fetch(max(self._wanted(), 1), timeout_s, linger_s)
         polled = self._with_claims(self._ahead.take())
-        self._tracker.consumed(polled)
+        self._offsets.tracker.consumed(polled)
         self._pending.extend(polled)
+        self._hooks.consumed(len(polled))
 
     def _fetch_ahead(self) -> None:
         """Fetch what is already at hand for the next batch, so it decodes while this one
@@ -169,7 +178,9 @@ class ApplierWorker:
         """Apply until the batch has durable outcomes; None if asked to stop first (nothing
         committed for it). Marks the batch's messages done in the offset tracker."""
         settings = self._settings.applier
-        attempt = towards_split = 0
+        backoff = Backoff(settings.retry_initial_backoff_s, settings.retry_max_backoff_s)
+        towards_split = 0
+        started = time.monotonic()
         while True:
             try:
                 with self._applying:
@@ -180,93 +191,70 @@ class ApplierWorker:
                 code = classify(exc)
                 if scope_of(code) is FailureScope.PLAN:
                     raise  # the applier isolates plan failures: one escaping it is a bug
-                attempt += 1
                 towards_split = towards_split + 1 if counts_towards_split(code) else 0
-                breaker = self._breaker_of(exc, code)
-                open_breaker = breaker if breaker and breaker.state is BreakerState.OPEN else None
-                delay = backoff_delay(
-                    attempt, settings.retry_initial_backoff_s, settings.retry_max_backoff_s
-                )
-                waiting = (
-                    f"probing {open_breaker.name} every {open_breaker.probe_interval_s:.1f}s"
-                    if open_breaker is not None
-                    else f"retry in {delay:.1f}s"
-                )
-                log.log(
-                    logging.ERROR if code in _LOUD else logging.WARNING,
-                    "batch of %d (first %s) failed with %s (%s: %s); retry %d: %s, "
-                    "partitions paused",
-                    len(batch),
-                    batch[0].context(),
-                    code,
-                    type(exc).__name__,
-                    exc,
-                    attempt,
-                    waiting,
-                )
-                if open_breaker is not None:
-                    waited = self._paused_wait(
-                        stop, until=functools.partial(self._answers, open_breaker)
-                    )
-                else:
-                    waited = self._paused_wait(stop, timeout_s=delay)
-                if not waited:
+                if not self._wait_to_retry(batch, exc, backoff, stop):
                     return None
                 batch = [m for m in batch if self._consumer.owns(m)]
                 if not batch:
                     log.info("every partition of the batch was revoked during the wait")
                     return {}
                 continue
-            self._close_breakers()
-            self._tracker.done(batch)
+            self._breakers.close_all()
+            self._offsets.tracker.done(batch)
+            self._report(outcomes, time.monotonic() - started, backoff.failures + 1)
             return outcomes
 
-    # -- breakers --------------------------------------------------------------------------
-
-    def _breaker_of(self, exc: BaseException, code: StatusCode) -> CircuitBreaker | None:
-        """The breaker of the dependency an outage-class failure is about, told of it."""
-        if scope_of(code) is not FailureScope.DEPENDENCY:
-            return None
-        breaker = self._breakers.get(dependency_of(exc) or "")
-        if breaker is None:
-            return None
-        was = breaker.state
-        breaker.record_failure()
-        if breaker.state is BreakerState.OPEN and was is not BreakerState.OPEN:
-            log.warning(
-                "circuit breaker for %s open after %d consecutive failures: partitions paused, "
-                "probing it every %.1fs; nothing is failed or routed meanwhile",
-                breaker.name,
-                breaker.consecutive_failures,
-                breaker.probe_interval_s,
+    def _wait_to_retry(
+        self, batch: list[PlanMessage], exc: Exception, backoff: Backoff, stop: threading.Event
+    ) -> bool:
+        """Wait, partitions paused, until the failed batch may be tried again: the backoff, or
+        until a probe answers once the failing dependency's breaker is open. False if ``stop``
+        was set first."""
+        code = classify(exc)
+        breaker = self._breakers.failed(exc, code)
+        open_breaker = breaker if breaker and breaker.state is BreakerState.OPEN else None
+        delay = backoff.failed()
+        waiting = (
+            f"probing {open_breaker.name} every {open_breaker.probe_interval_s:.1f}s"
+            if open_breaker is not None
+            else f"retry in {delay:.1f}s"
+        )
+        log.log(
+            logging.ERROR if code in ACCESS_REFUSED else logging.WARNING,
+            "batch of %d (first %s) failed with %s (%s: %s); retry %d: %s, partitions paused",
+            len(batch),
+            batch[0].context(),
+            code,
+            type(exc).__name__,
+            exc,
+            backoff.failures,
+            waiting,
+        )
+        poll = functools.partial(self._consume, linger_s=0.0)
+        if open_breaker is None:
+            return paused_wait(
+                self._consumer, stop, poll=poll, watch=self._observe_degradation, timeout_s=delay
             )
-        return breaker
+        answers = functools.partial(self._breakers.answers, open_breaker, self._probe)
+        return paused_wait(
+            self._consumer, stop, poll=poll, watch=self._observe_degradation, until=answers
+        )
 
-    def _answers(self, breaker: CircuitBreaker) -> bool:
-        """Probe ``breaker``'s dependency if a probe is due; True once one answers (half-open)."""
-        if not breaker.probe_due():
-            return False
-        try:
-            with self._applying:
-                self._applier.probe(breaker.name)
-        except Exception as exc:
-            log.debug("probe of %s failed: %s", breaker.name, exc)
-            breaker.probed(answered=False)
-            return False
-        breaker.probed(answered=True)
-        log.info("%s answers a probe: trying the batch again (breaker half-open)", breaker.name)
-        return True
+    def _probe(self, dependency: str) -> None:
+        with self._applying:
+            self._applier.probe(dependency)
 
-    def _close_breakers(self) -> None:
-        for breaker in self._breakers.values():
-            if breaker.state is not BreakerState.CLOSED:
-                log.warning("circuit breaker for %s closed: consuming again", breaker.name)
-            breaker.record_success()
+    def _report(
+        self, outcomes: Mapping[Position, Outcome], duration_s: float, attempts: int
+    ) -> None:
+        """Fire the batch's hooks (nothing is built when no one subscribes)."""
+        if self._hooks.subscribers:
+            self._hooks.batch_handled(outcomes, duration_s, attempts)
+            self._hooks.routed({p: o for p, o in outcomes.items() if o in _ROUTED})
 
     def _observe_degradation(self, *, healthy: bool = True) -> None:
         """Report a change of this worker's degradation level (``resilience.degradation``)."""
-        states = {name: breaker.state for name, breaker in self._breakers.items()}
-        event = self._degradation.observe(states, worker_healthy=healthy)
+        event = self._degradation.observe(self._breakers.states(), worker_healthy=healthy)
         if event is not None:
             log.log(
                 logging.INFO if event.level is DegradationLevel.L0 else logging.WARNING,
@@ -277,45 +265,9 @@ class ApplierWorker:
             )
             self._report_degradation(event)
 
-    def _paused_wait(
-        self,
-        stop: threading.Event,
-        *,
-        timeout_s: float | None = None,
-        until: Callable[[], bool] = lambda: False,
-    ) -> bool:
-        """Wait with every owned partition paused (new ones too) until ``timeout_s`` passed or
-        ``until()`` holds, polling so the worker stays in its group; False if ``stop`` was set.
-        Whatever still arrives joins the pending messages."""
-        self._consumer.pause_all()
-        try:
-            deadline = None if timeout_s is None else time.monotonic() + timeout_s
-            while not stop.is_set():
-                self._observe_degradation()
-                if until():
-                    return True
-                remaining = 0.5 if deadline is None else deadline - time.monotonic()
-                if remaining <= 0:
-                    return True
-                self._consume(min(remaining, 0.5), 0.0)
-            return False
-        finally:
-            self._consumer.resume_all()
-
-    # -- offsets ---------------------------------------------------------------------------
-
-    def _commit(self) -> None:
-        offsets = {
-            tp: offset
-            for tp, offset in self._tracker.committable().items()
-            if self._committed.get(tp) != offset
-        }
-        self._committed.update(self._consumer.commit(offsets))
+    # -- rebalances ------------------------------------------------------------------------
 
     def _on_revoke(self, revoked: set[Partition]) -> None:
-        self._commit()
-        self._tracker.forget(revoked)
+        self._offsets.revoked(revoked)
         self._pending[:] = [m for m in self._pending if (m.topic, m.partition) not in revoked]
         self._ahead.discard(lambda m: (m.topic, m.partition) in revoked)
-        for tp in revoked:
-            self._committed.pop(tp, None)

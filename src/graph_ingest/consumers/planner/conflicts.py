@@ -34,15 +34,15 @@ from datetime import datetime
 
 from confluent_kafka import Message, TopicPartition
 
-from graph_ingest.consumers.consumer import Partition, PlanConsumer, RetryRead
-from graph_ingest.consumers.plan_message import MessageHeaders
 from graph_ingest.consumers.planner.planning_dlq import PlanningFailure, dead_letter_requests
 from graph_ingest.consumers.planner.requests import RequestMessage
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.kafka.consumer import Partition, PlanConsumer, RetryRead
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
+from graph_ingest.kafka.headers import MessageHeaders
 from graph_ingest.kafka.reader import read_at
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.producers.replans import ConflictAction, ReplanMark, on_conflict, replan_headers

@@ -34,27 +34,32 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from confluent_kafka import TopicPartition
 
-from graph_ingest.consumers.consumer import Partition, PlanConsumer
+from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.planner.conflicts import ConflictWatcher
+from graph_ingest.consumers.planner.handled import (
+    DEAD_LETTERED,
+    Handled,
+    handled_plan,
+    next_offsets,
+    replan_dropped,
+    request_submission_id,
+    submissions,
+)
 from graph_ingest.consumers.planner.planning_dlq import PlanningFailure, dead_letter_requests
 from graph_ingest.consumers.planner.requests import RequestMessage, decode_request_message
-from graph_ingest.domain.candidates import ExtractionIssue
-from graph_ingest.domain.plan import IngestionPlan
-from graph_ingest.domain.trace import TraceParent, new_trace_id
-from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.consumers.runtime import RebalanceHooks, poll_timeout
+from graph_ingest.kafka.consumer import Partition, PlanConsumer
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
-from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.planning.errors import ExtractionFailed
 from graph_ingest.planning.request_planner import PlannedRequest, RequestPlanner
-from graph_ingest.producers.ingest_producer import submission_id_of
-from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.producers.replans import (
     ConflictAction,
     ReplanMark,
@@ -62,16 +67,12 @@ from graph_ingest.producers.replans import (
     replan_operation_id,
     replan_standing,
 )
-from graph_ingest.resilience.backoff import backoff_delay
+from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.resilience.classify import classify
 from graph_ingest.resilience.policy import PlanningAction, planning_action
-from graph_ingest.schemas.codec import encode_plan
-from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import OperationStore
-from graph_ingest.store.dlq_index import DlqEntry
-from graph_ingest.store.plan_claims import PlanClaim
-from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission, submission_issues
+from graph_ingest.store.submissions import Replan, ReplanOutcome
 
 log = logging.getLogger(__name__)
 
@@ -82,25 +83,11 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class Handled:
-    """What one request became in this batch: a plan (maybe claim-checked), a failure (its DLQ
-    entry is written when the batch is), or nothing (a replan that a newer request superseded,
-    or a second copy of one)."""
-
-    message: RequestMessage
-    outgoing: OutboxMessage | None
-    claim: PlanClaim | None = None
-    failure: PlanningFailure | None = None
-    plan: IngestionPlan | None = None
-    replan: Replan | None = None
-    issues: tuple[ExtractionIssue, ...] = ()
-    """The extraction issues of the plan, recorded with the submission."""
-
-
 @dataclass(slots=True)
 class _Retrying:
-    attempts: int
+    """A request whose planning failed: its backoff, and since when it fails."""
+
+    backoff: Backoff
     first_failure_at: datetime
 
 
@@ -122,17 +109,22 @@ class PlannerWorker:
         *,
         clock: Clock = _utc_now,
         producer: TransactionalProducer | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
-        """``producer``: the transactional producer to publish with (crash tests halt one)."""
+        """``producer``: the transactional producer to publish with (crash tests halt one).
+        ``hooks``: whoever watches the loop (none by default)."""
         self._settings = settings.planner
         self._topics = settings.topics
         self._planner = planner
         self._store = store
         self._clock = clock
+        self._hooks = hooks or Hooks(settings.planner.worker_id)
+        rebalances = RebalanceHooks(self._hooks, self._on_revoke)
         self._consumer: PlanConsumer[RequestMessage] = PlanConsumer(
             settings.kafka.consumer_config(settings.planner.group_id),
             [settings.topics.requests],
-            on_revoke=self._on_revoke,
+            on_revoke=rebalances.revoked,
+            on_assign=rebalances.assigned,
             decode=decode_request_message,
             clock=lambda: self._clock().timestamp(),
         )
@@ -140,7 +132,9 @@ class PlannerWorker:
         self._conflicts = ConflictWatcher(settings, store, clock=clock)
         self._retrying: dict[tuple[str, int, int], _Retrying] = {}
         self._documents: dict[Partition, set[tuple[str, str]]] = {}
-        self._failed_batches = 0
+        self._batch_backoff = Backoff(
+            settings.planner.retry_initial_backoff_s, settings.planner.retry_max_backoff_s
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -157,23 +151,16 @@ class PlannerWorker:
         )
         try:
             while not stop.is_set():
-                timeout = settings.poll_timeout_s
-                due_in = self._consumer.next_due_in()  # wake up when a held request is due
-                if due_in is not None:
-                    timeout = min(timeout, max(due_in, 0.001))
+                timeout = poll_timeout(self._consumer, settings.poll_timeout_s)
                 batch = self._consumer.consume(
                     settings.batch_max_requests, timeout, settings.batch_linger_s
                 )
+                self._hooks.consumed(len(batch))
+                started = time.monotonic()
                 handled = self._plan_batch(batch)
-                published = not handled or self._publish(handled)
+                published = not handled or self._publish(handled, started)
                 if not (self._conflicts.step(self._producer) and published):
-                    stop.wait(
-                        backoff_delay(
-                            max(self._failed_batches, 1),
-                            settings.retry_initial_backoff_s,
-                            settings.retry_max_backoff_s,
-                        )
-                    )
+                    stop.wait(self._batch_backoff.delay())
         finally:
             self._conflicts.close()
             self._consumer.close()
@@ -230,7 +217,7 @@ class PlannerWorker:
         self._documents.setdefault((message.topic, message.partition), set()).add(key)
         if mark is not None:
             return self._replanned(message, mark, planned)
-        return self._planned(message, planned)
+        return handled_plan(message, planned, self._topics)
 
     def _replan_skipped(
         self, message: RequestMessage, mark: ReplanMark, after_another: bool, replans: set[str]
@@ -243,10 +230,10 @@ class PlannerWorker:
             action = ConflictAction.SUPERSEDED
         else:
             newest = self._store.newest_submission(*self._key(message))
-            action = replan_standing(mark, self._submission_id(message), newest, None)
+            action = replan_standing(mark, request_submission_id(message), newest, None)
         if action is ConflictAction.REPLAN:
             return None
-        return self._replan_dropped(message, mark, action)
+        return replan_dropped(message, mark, action, at=self._clock())
 
     def _replanned(
         self, message: RequestMessage, mark: ReplanMark, planned: PlannedRequest
@@ -259,10 +246,10 @@ class PlannerWorker:
         except Exception:
             self._planner.forget([(plan.space, plan.document_id)])  # the replan is planned again
             raise
-        action = replan_standing(mark, self._submission_id(message), newest, plan.operation_id)
+        action = replan_standing(mark, request_submission_id(message), newest, plan.operation_id)
         if action is not ConflictAction.REPLAN:
             self._planner.forget([(plan.space, plan.document_id)])
-            return self._replan_dropped(message, mark, action)
+            return replan_dropped(message, mark, action, at=self._clock())
         log.info(
             "%s replan %d of op=%s planned as op=%s",
             message.context(),
@@ -272,31 +259,13 @@ class PlannerWorker:
         )
         replan = Replan(
             operation_id=mark.replan_of,
-            submission_id=self._submission_id(message) or plan.operation_id,
+            submission_id=request_submission_id(message) or plan.operation_id,
             attempt=mark.attempt,
             outcome=ReplanOutcome.REPLANNED,
             at=self._clock(),
             replanned_as=plan.operation_id,
         )
-        return replace(self._planned(message, planned), replan=replan)
-
-    def _replan_dropped(
-        self, message: RequestMessage, mark: ReplanMark, action: ConflictAction
-    ) -> Handled:
-        log.info(
-            "%s replan %d of op=%s: %s", message.context(), mark.attempt, mark.replan_of, action
-        )
-        submission_id = self._submission_id(message)
-        if action is not ConflictAction.SUPERSEDED or submission_id is None:
-            return Handled(message, None)
-        superseded = Replan(
-            operation_id=mark.replan_of,
-            submission_id=submission_id,
-            attempt=mark.attempt,
-            outcome=ReplanOutcome.SUPERSEDED,
-            at=self._clock(),
-        )
-        return Handled(message, None, replan=superseded)
+        return replace(handled_plan(message, planned, self._topics), replan=replan)
 
     @staticmethod
     def _key(message: RequestMessage) -> tuple[str, str]:
@@ -307,20 +276,21 @@ class PlannerWorker:
         """A request that failed planning: hold its partition for a retry (None), or its DLQ
         entry."""
         now = self._clock()
-        retrying = self._retrying.setdefault(message.position, _Retrying(0, now))
-        retrying.attempts += 1
+        retrying = self._retrying.get(message.position)
+        if retrying is None:
+            backoff = Backoff(
+                self._settings.retry_initial_backoff_s, self._settings.retry_max_backoff_s
+            )
+            retrying = self._retrying[message.position] = _Retrying(backoff, now)
+        delay = retrying.backoff.failed()
+        attempts = retrying.backoff.failures
         code = classify(exc)
         failing_for_s = (now - retrying.first_failure_at).total_seconds()
         action = planning_action(
             code, failing_for_s=failing_for_s, budget_s=self._settings.retry_budget_s
         )
         if action is PlanningAction.DLQ:
-            return self._dead_letter(message, exc, attempts=retrying.attempts)
-        delay = backoff_delay(
-            retrying.attempts,
-            self._settings.retry_initial_backoff_s,
-            self._settings.retry_max_backoff_s,
-        )
+            return self._dead_letter(message, exc, attempts=attempts)
         asked = exc.retry_after_s if isinstance(exc, ExtractionFailed) else None
         delay = max(delay, asked or 0.0)
         log.warning(
@@ -329,29 +299,13 @@ class PlannerWorker:
             code,
             type(exc).__name__,
             exc,
-            retrying.attempts,
+            attempts,
             delay,
         )
         self._consumer.hold(
             (message.topic, message.partition), message.offset, now.timestamp() + delay
         )
         return None
-
-    def _planned(self, message: RequestMessage, planned: PlannedRequest) -> Handled:
-        plan = planned.plan
-        trace_id = trace_id_from_headers(message.headers) or new_trace_id()
-        headers = {
-            kafka_headers.SUBMISSION_ID: self._submission_id(message) or plan.operation_id,
-            kafka_headers.TRACEPARENT: TraceParent.new(trace_id).header_value(),
-        }
-        outgoing, claim = sized_plan_message(
-            plan,
-            self._topics.plans,
-            value=encode_plan(plan),
-            max_bytes=self._topics.max_message_bytes,
-            headers=headers,
-        )
-        return Handled(message, outgoing, claim=claim, plan=plan, issues=planned.issues)
 
     def _dead_letter(
         self, message: RequestMessage, exc: BaseException, *, attempts: int
@@ -361,13 +315,10 @@ class PlannerWorker:
 
     # -- publishing ------------------------------------------------------------------------
 
-    def _publish(self, handled: Sequence[Handled]) -> bool:
+    def _publish(self, handled: Sequence[Handled], started: float) -> bool:
         """Records, then plans, DLQ envelopes and offsets in one Kafka transaction. False (the
         batch rewound, its documents forgotten) if either failed."""
-        offsets: dict[Partition, int] = {}
-        for item in handled:
-            partition = (item.message.topic, item.message.partition)
-            offsets[partition] = max(offsets.get(partition, 0), item.message.offset + 1)
+        offsets = next_offsets(handled)
         try:
             with self._store.unit_of_work() as uow:
                 uow.put_plan_claims([item.claim for item in handled if item.claim])
@@ -379,7 +330,7 @@ class PlannerWorker:
                     f.message.position: entry
                     for f, entry in zip(failures, dead.entries, strict=True)
                 }
-                uow.record_submissions(self._submissions(handled, entries))
+                uow.record_submissions(submissions(handled, entries, self._clock()))
                 uow.record_replans([item.replan for item in handled if item.replan])
             self._producer.produce_transaction(
                 [*(item.outgoing for item in handled if item.outgoing), *dead.messages],
@@ -391,7 +342,7 @@ class PlannerWorker:
         except Exception as exc:
             self._abandon(handled, exc)
             return False
-        self._failed_batches = 0
+        self._batch_backoff.succeeded()
         for item in handled:
             self._retrying.pop(item.message.position, None)
             if item.plan is not None:
@@ -402,10 +353,21 @@ class PlannerWorker:
                     item.plan.expected_revision,
                     self._topics.plans,
                 )
+        self._report(handled, offsets, started)
         return True
 
+    def _report(
+        self, handled: Sequence[Handled], offsets: dict[Partition, int], started: float
+    ) -> None:
+        """Fire the batch's hooks (nothing is built when no one subscribes)."""
+        if self._hooks.subscribers:
+            outcomes = {item.message.position: item.outcome for item in handled}
+            self._hooks.batch_handled(outcomes, time.monotonic() - started)
+            self._hooks.routed({p: o for p, o in outcomes.items() if o == DEAD_LETTERED})
+            self._hooks.committed(offsets)
+
     def _abandon(self, handled: Sequence[Handled], exc: Exception) -> None:
-        self._failed_batches += 1
+        self._batch_backoff.failed()
         firsts: dict[Partition, int] = {}
         for item in handled:
             firsts.setdefault((item.message.topic, item.message.partition), item.message.offset)
@@ -421,45 +383,6 @@ class PlannerWorker:
         if isinstance(exc, KafkaIngestError) and exc.fatal:
             self._producer.take_over()
 
-    def _submissions(
-        self, handled: Sequence[Handled], entries: dict[tuple[str, int, int], DlqEntry]
-    ) -> list[Submission]:
-        """What each submission became (``entries``: the DLQ entries of the failed requests, by
-        position); a request that did not decode says which document it was for only through its
-        key (the DLQ entry's), if at all."""
-        at = self._clock()
-        recorded = []
-        for item in handled:
-            submission_id = self._submission_id(item.message)
-            key = item.message.document
-            dlq = entries.get(item.message.position)
-            if key is None and dlq is not None and dlq.space and dlq.document_id:
-                key = (dlq.space, dlq.document_id)
-            if submission_id is None or key is None or (item.plan is None and dlq is None):
-                continue
-            recorded.append(
-                Submission(
-                    submission_id=submission_id,
-                    space=key[0],
-                    document_id=key[1],
-                    operation_id=item.plan.operation_id if item.plan else None,
-                    dlq_id=dlq.dlq_id if dlq else None,
-                    trace_id=trace_id_from_headers(item.message.headers),
-                    source=item.message.position,
-                    planned_at=at,
-                    issues=submission_issues(item.issues),
-                    issue_count=len(item.issues),
-                )
-            )
-        return recorded
-
-    @staticmethod
-    def _submission_id(message: RequestMessage) -> str | None:
-        """The producer's submission id; derived as the producer derives it when it sent none."""
-        if message.submission_id is not None:
-            return message.submission_id
-        return None if message.request is None else submission_id_of(message.request)
-
     # -- rebalances ------------------------------------------------------------------------
 
     def _on_revoke(self, revoked: set[Partition]) -> None:
@@ -473,4 +396,4 @@ class PlannerWorker:
         }
 
 
-__all__ = ["Handled", "PlannerWorker", "planner_producer"]
+__all__ = ["PlannerWorker", "planner_producer"]

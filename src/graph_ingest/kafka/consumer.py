@@ -1,6 +1,9 @@
-"""The workers' Kafka consumer: one consume-and-decode path, the partitions it owns, the pause it
-wants, and driver errors translated once. The applier decodes plan messages with it
-(:func:`decode_message`), the planner ingest requests (``consumers.planner.requests``).
+"""The typed Kafka consumer every consumer in the code goes through: one consume-and-decode path,
+the partitions it owns, the pause it wants, and driver errors translated once
+(:func:`open_consumer` is the one place a confluent-kafka ``Consumer`` is created). The applier
+decodes plan messages with it (``consumers.plan_message.decode_message``), the planner ingest
+requests (``consumers.planner.requests``); ``kafka.reader`` opens its group-less readers with
+:func:`open_consumer`.
 
 Pause is the worker's own wish (``pause_all`` / ``resume_all``), re-applied to every partition
 assigned while it holds: librdkafka keeps an application pause across a reassignment, and a
@@ -23,15 +26,12 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from graph_ingest.consumers.plan_message import MessageHeaders, PlanMessage, verified_plan
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import MalformedHeader, translate_kafka_error
-from graph_ingest.kafka.headers import RetryHeaders, headers_of
-from graph_ingest.schemas.claim_check import parse_claim_reference
+from graph_ingest.kafka.headers import MessageHeaders, RetryHeaders, headers_of
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,7 @@ Partition = tuple[str, int]
 # The log record attribute of a retry-tier message's delivery: seconds after it was due.
 TIER_LATENESS = "tier_lateness_s"
 RevokeHandler = Callable[[set[Partition]], None]
+AssignHandler = Callable[[frozenset[Partition]], None]
 
 
 class Consumed(Protocol):
@@ -69,46 +70,13 @@ def read_retry(headers: MessageHeaders) -> RetryRead:
         return exc
 
 
-def decode_message(
-    message: Message, headers: MessageHeaders, retry: RetryRead, *, max_plan_bytes: int
-) -> PlanMessage:
-    """Decode and verify one plan message (its headers and retry headers already read); any
-    failure is kept on the message, never raised (``verified_plan``)."""
-    op_header = kafka_headers.header_value(headers, kafka_headers.OPERATION_ID)
-    position: dict[str, Any] = {
-        "topic": message.topic(),
-        "partition": message.partition(),
-        "offset": message.offset(),
-        "key": message.key(),
-        "value": message.value(),
-        "headers": headers,
-        "operation_id_header": (
-            None if op_header is None else op_header.decode("utf-8", "replace")
-        ),
-    }
-    value = message.value()
-    if not value:
-        error = GraphIngestError("empty plan message", code=StatusCode.INVALID_ARGUMENT)
-        return PlanMessage(**position, error=error)
-    if len(value) > max_plan_bytes:
-        error = GraphIngestError(
-            f"plan message of {len(value)} bytes exceeds the limit of {max_plan_bytes} "
-            "(APPLIER__MAX_PLAN_BYTES): split the document or raise the limit",
-            code=StatusCode.INVALID_ARGUMENT,
-        )
-        return PlanMessage(**position, error=error)
-    if isinstance(retry, MalformedHeader):
-        return PlanMessage(**position, error=retry)
-    position["retry"] = retry
+def open_consumer(config: Mapping[str, Any], *, context: str) -> Consumer:
+    """A confluent-kafka consumer of ``config``; a configuration the client refuses raises our
+    KafkaIngestError (``context`` says what the consumer was for)."""
     try:
-        if kafka_headers.header_value(headers, kafka_headers.CLAIM_CHECK) is not None:
-            # The plan is in PostgreSQL: consumers.applier.claims resolves and verifies it.
-            claim = parse_claim_reference(value)
-            return PlanMessage(**{**position, "value": None}, claim=claim, claim_value=value)
-        plan = verified_plan(value)
-    except GraphIngestError as exc:
-        return PlanMessage(**position, error=exc)
-    return PlanMessage(**position, plan=plan)
+        return Consumer(dict(config))
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise translate_kafka_error(exc, context=context) from exc
 
 
 class PlanConsumer(Generic[M]):
@@ -123,12 +91,14 @@ class PlanConsumer(Generic[M]):
         *,
         on_revoke: RevokeHandler,
         decode: Decoder[M],
+        on_assign: AssignHandler | None = None,
         tier_topics: Collection[str] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._config = dict(config)
         self._topics = list(topics)
         self._on_revoke = on_revoke
+        self._on_assign = on_assign
         self._decode = decode
         self._tier_topics = frozenset(tier_topics)
         self._clock = clock  # wall clock: due times travel between machines in headers
@@ -140,7 +110,7 @@ class PlanConsumer(Generic[M]):
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        consumer = Consumer(self._config)
+        consumer = open_consumer(self._config, context=f"consuming {', '.join(self._topics)}")
         consumer.subscribe(
             self._topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
         )
@@ -315,6 +285,8 @@ class PlanConsumer(Generic[M]):
         self._owned |= assigned
         self._set_paused(assigned)
         log.info("partitions assigned: %s%s", sorted(assigned), " (paused)" if self._paused else "")
+        if self._on_assign is not None:
+            self._on_assign(frozenset(assigned))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {(tp.topic, tp.partition) for tp in partitions}
@@ -332,4 +304,12 @@ class PlanConsumer(Generic[M]):
         return self._consumer
 
 
-__all__ = ["TIER_LATENESS", "PlanConsumer", "Usable", "decode_message"]
+__all__ = [
+    "TIER_LATENESS",
+    "Partition",
+    "PlanConsumer",
+    "RetryRead",
+    "Usable",
+    "open_consumer",
+    "read_retry",
+]

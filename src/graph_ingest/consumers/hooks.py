@@ -1,0 +1,162 @@
+"""Lifecycle hooks: what a worker's loop tells whoever watches it (metrics, health, telemetry),
+so that watching is a subscription and never a call inside a handler (Dramatiq's middleware).
+
+A subscriber subclasses :class:`LoopSubscriber` and overrides the events it wants; a worker
+fires them through its :class:`Hooks`. Events fire per poll or per batch, never per message,
+and carry counts and outcomes by position rather than the messages, so the hot path stays lean:
+with no subscriber each firing is one test of an empty tuple and builds nothing. A subscriber
+runs on the worker's thread, inside its loop: it must be quick and must not raise (what it
+raises ends the worker, as any bug in the loop does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+Partition = tuple[str, int]
+Position = tuple[str, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Consumed:
+    """A poll delivered ``messages`` decoded messages to the worker."""
+
+    worker: str
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHandled:
+    """A batch has durable outcomes (the applier's ``Outcome``, the planner's ``PLANNED`` /
+    ``DEAD_LETTERED`` / ``DROPPED``), after ``attempts`` tries that took ``duration_s`` in all."""
+
+    worker: str
+    outcomes: Mapping[Position, str]
+    duration_s: float
+    attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """Plans of a batch left for a retry tier or the DLQ: the outcome of each, by position."""
+
+    worker: str
+    routes: Mapping[Position, str]
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerChanged:
+    """The circuit breaker of ``dependency`` went from ``previous`` to ``state``."""
+
+    worker: str
+    dependency: str
+    previous: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rebalanced:
+    """The group gave the worker ``assigned`` partitions, or took ``revoked`` ones away."""
+
+    worker: str
+    assigned: frozenset[Partition] = frozenset()
+    revoked: frozenset[Partition] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """Offsets committed (the next offset to read, per partition) with the outcomes before them."""
+
+    worker: str
+    offsets: Mapping[Partition, int]
+
+
+class LoopSubscriber:
+    """Override the events to watch; the others do nothing."""
+
+    def consumed(self, event: Consumed) -> None:
+        """A poll delivered messages."""
+
+    def batch_handled(self, event: BatchHandled) -> None:
+        """A batch has durable outcomes."""
+
+    def routed(self, event: Routed) -> None:
+        """Plans were routed to a retry tier or the DLQ."""
+
+    def breaker_changed(self, event: BreakerChanged) -> None:
+        """A dependency's circuit breaker changed state."""
+
+    def rebalanced(self, event: Rebalanced) -> None:
+        """Partitions were assigned or revoked."""
+
+    def committed(self, event: Committed) -> None:
+        """Offsets were committed."""
+
+
+class Hooks:
+    """The subscribers of one worker, and the events it fires to them."""
+
+    __slots__ = ("subscribers", "worker")
+
+    def __init__(self, worker: str, *subscribers: LoopSubscriber) -> None:
+        self.worker = worker
+        self.subscribers: tuple[LoopSubscriber, ...] = subscribers
+
+    def subscribe(self, subscriber: LoopSubscriber) -> None:
+        self.subscribers = (*self.subscribers, subscriber)
+
+    def consumed(self, messages: int) -> None:
+        if self.subscribers and messages:
+            event = Consumed(self.worker, messages)
+            for subscriber in self.subscribers:
+                subscriber.consumed(event)
+
+    def batch_handled(
+        self, outcomes: Mapping[Position, str], duration_s: float, attempts: int = 1
+    ) -> None:
+        if self.subscribers:
+            event = BatchHandled(self.worker, outcomes, duration_s, attempts)
+            for subscriber in self.subscribers:
+                subscriber.batch_handled(event)
+
+    def routed(self, routes: Mapping[Position, str]) -> None:
+        if self.subscribers and routes:
+            event = Routed(self.worker, routes)
+            for subscriber in self.subscribers:
+                subscriber.routed(event)
+
+    def breaker_changed(self, dependency: str, previous: str, state: str) -> None:
+        if self.subscribers and previous != state:
+            event = BreakerChanged(self.worker, dependency, previous, state)
+            for subscriber in self.subscribers:
+                subscriber.breaker_changed(event)
+
+    def rebalanced(
+        self,
+        *,
+        assigned: frozenset[Partition] = frozenset(),
+        revoked: frozenset[Partition] = frozenset(),
+    ) -> None:
+        if self.subscribers and (assigned or revoked):
+            event = Rebalanced(self.worker, assigned, revoked)
+            for subscriber in self.subscribers:
+                subscriber.rebalanced(event)
+
+    def committed(self, offsets: Mapping[Partition, int]) -> None:
+        if self.subscribers and offsets:
+            event = Committed(self.worker, offsets)
+            for subscriber in self.subscribers:
+                subscriber.committed(event)
+
+
+__all__ = [
+    "BatchHandled",
+    "BreakerChanged",
+    "Committed",
+    "Consumed",
+    "Hooks",
+    "LoopSubscriber",
+    "Rebalanced",
+    "Routed",
+]
