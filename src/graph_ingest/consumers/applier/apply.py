@@ -30,10 +30,11 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 from graph_ingest.consumers.applier.commit_step import commit_states
+from graph_ingest.consumers.applier.followers import Follower, FollowerRouter
 from graph_ingest.consumers.applier.graph_step import write_graph
 from graph_ingest.consumers.applier.ladder import Ladder, journey_start
 from graph_ingest.consumers.applier.parked import conflict_orphans
-from graph_ingest.consumers.applier.routing import Failure, FailureRouter, Follower
+from graph_ingest.consumers.applier.routing import Failure, FailureRouter
 from graph_ingest.consumers.applier.work import PlanWork
 from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.dlq.purge import leader_purged
@@ -149,6 +150,7 @@ class PlanApplier:
         self._ladder = ladder
         self._clock = clock
         self._router = FailureRouter(ladder, worker_id=worker_id, clock=clock)
+        self._followers = FollowerRouter(ladder, worker_id=worker_id)
         self._probes: dict[str, Callable[[], None]] = {
             "postgres": store.probe,
             "neo4j": graph.probe,
@@ -383,7 +385,7 @@ class PlanApplier:
             gone = purged.get(work.document)
             if leader is not None and work.message.value is not None:
                 follower = Follower(work.operation, work.message.value, work.message)
-                self._router.follow(uow, leader, [follower], now)
+                self._followers.follow(uow, leader, [follower], now)
                 outcomes[work.message.position] = Outcome.DEAD_LETTERED
             elif leader is None and gone is not None:
                 reason = leader_purged(gone)

@@ -1,0 +1,145 @@
+"""Plans of a document parked behind a dead-lettered one follow it to the DLQ (DESIGN.md §5,
+issue 6 item 4): they cannot apply before it does, and an operator reviewing the DLQ must see
+them. Each gets its own entry, naming the leader it is parked behind; it is released again when
+the leader is replayed and completes (``parked``).
+
+In the caller's PostgreSQL transaction, the followers' operations locked by it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import NamedTuple
+
+from graph_ingest.consumers.applier.dead_letters import (
+    attempt_records,
+    dead_letter,
+    failure_detail,
+    record_failure,
+)
+from graph_ingest.consumers.applier.ladder import (
+    Ladder,
+    Origin,
+    earlier_deliveries,
+    first_failed,
+    journey_start,
+    known_origin,
+)
+from graph_ingest.consumers.plan_message import PlanMessage
+from graph_ingest.dlq.entries import dlq_id_of_operation
+from graph_ingest.domain.dlq import DlqEnvelope
+from graph_ingest.domain.ids import document_key
+from graph_ingest.domain.operation import ErrorInfo, Operation
+from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.domain.trace import new_trace_id
+from graph_ingest.resilience.policy import TO_DLQ, RouteKind, retry_advice
+from graph_ingest.schemas.messages import dlq_envelope
+from graph_ingest.store.base import DlqEntry, FailureAttempt, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+
+class Follower(NamedTuple):
+    """A PARKED operation to dead-letter behind its leader, with its frozen plan bytes, and the
+    message that delivered it when it follows on arrival (None for one parked before)."""
+
+    operation: Operation
+    plan_bytes: bytes
+    delivered: PlanMessage | None = None
+
+
+class FollowerRouter:
+    def __init__(self, ladder: Ladder, *, worker_id: str) -> None:
+        self._ladder = ladder
+        self._worker_id = worker_id
+
+    def follow_leader(self, uow: UnitOfWork, leader: Operation, at: datetime) -> None:
+        """Dead-letter the plans of ``leader``'s document parked behind it."""
+        followers = [
+            Follower(op, plan_bytes)
+            for op, plan_bytes in uow.parked_on_document(leader.space, leader.document_id)
+            if op.expected_revision > leader.expected_revision
+        ]
+        self.follow(uow, leader, followers, at)
+
+    def follow(
+        self,
+        uow: UnitOfWork,
+        leader: Operation,
+        followers: Sequence[Follower],
+        at: datetime,
+    ) -> None:
+        """Dead-letter ``followers`` (PARKED operations, locked by the caller) behind ``leader``,
+        which is in the DLQ; they are released when it completes."""
+        earlier = uow.dlq_entries(
+            [dlq_id_of_operation(f.operation.operation_id) for f in followers]
+        )
+        first = uow.first_deliveries([f.operation.operation_id for f in followers])
+        saved = []
+        for follower in followers:
+            op = follower.operation
+            info = ErrorInfo(
+                code=StatusCode.FAILED_PRECONDITION,
+                error_class="ParkedBehind",
+                message=f"parked behind {leader.operation_id}, which went to the DLQ: released "
+                "again when it is replayed and completes",
+            )
+            dlq_id = dlq_id_of_operation(op.operation_id)
+            envelope = self._envelope(
+                uow, follower, leader, info, earlier.get(dlq_id), first.get(op.operation_id), at
+            )
+            dead_letter(uow, self._ladder.dlq_topic, dlq_id, envelope)
+            saved.append(record_failure(op, Stage.DEAD_LETTERED, info, at, dlq_id))
+            log.error(
+                "operation %s follows %s to the DLQ as %s",
+                op.operation_id,
+                leader.operation_id,
+                dlq_id,
+            )
+        uow.save_operations(saved)
+
+    def _envelope(
+        self,
+        uow: UnitOfWork,
+        follower: Follower,
+        leader: Operation,
+        info: ErrorInfo,
+        earlier: DlqEntry | None,
+        first_delivery: Origin | None,
+        at: datetime,
+    ) -> DlqEnvelope:
+        """Record the follower's attempt and return its envelope: its history extended, its
+        origin the earliest known (its entry's, its first failure's, its first delivery's)."""
+        op, plan_bytes, delivered = follower
+        history = uow.failure_history(op.operation_id)
+        trace_id = history[-1].detail.trace_id if history else new_trace_id()
+        advice = retry_advice(TO_DLQ, ())
+        attempt = FailureAttempt(
+            source=None,
+            operation_id=op.operation_id,
+            attempt=history[-1].attempt + 1 if history else 1,
+            tier=None,
+            routed_to=RouteKind.DLQ.value,
+            at=at,
+            detail=failure_detail(
+                info, trace_id, None, op.stage, advice, worker_id=self._worker_id
+            ),
+        )
+        uow.record_failure(attempt)
+        return dlq_envelope(
+            known_origin(earlier)
+            or first_failed(earlier_deliveries(history, delivered))
+            or first_delivery
+            or (journey_start(delivered) if delivered else (self._ladder.plans_topic, None, None)),
+            delivered.key if delivered else document_key(op.space, op.document_id).encode(),
+            plan_bytes,
+            delivered.headers if delivered else (),
+            attempt_records([*history, attempt]),
+            operation_id=op.operation_id,
+            fingerprint=op.fingerprint,
+            at=at,
+            parked_behind=leader.operation_id,
+        )
