@@ -8,10 +8,10 @@ transaction: a message redelivered after a crash finds its attempt recorded and 
 twice, so routing is exactly once without Kafka transactions.
 
 Where a failure goes is the retry policy's decision (``resilience.policy.route``), from the
-delivery that failed and where the plan stands on the ladder (``consumers.applier.ladder``: a resumed or
-released plan starts neither its INTERNAL bound nor its ladder over). Plans of the same document
-parked behind a dead-lettered one follow it to the DLQ, and are released again when it is
-replayed and completes (DESIGN.md §5, issue 6 item 4). A replayed message that fails again
+delivery that failed and where the plan stands on the ladder (``ladder``: a resumed or released
+plan starts neither its INTERNAL bound nor its ladder over). Plans of the same document parked
+behind a dead-lettered one follow it to the DLQ (``followers``), and are released again when it
+is replayed and completes (DESIGN.md §5, issue 6 item 4). A replayed message that fails again
 returns to the entry it was replayed from, whether or not an operation owns it.
 
 Nothing a message carries can make routing fail: header names and values, keys and error
