@@ -30,14 +30,13 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 from graph_ingest.consumers.applier.commit_step import commit_states
-from graph_ingest.consumers.applier.followers import Follower, FollowerRouter
+from graph_ingest.consumers.applier.followers import FollowerRouter
 from graph_ingest.consumers.applier.graph_step import write_graph
 from graph_ingest.consumers.applier.ladder import Ladder, journey_start
 from graph_ingest.consumers.applier.parked import conflict_orphans
 from graph_ingest.consumers.applier.routing import Failure, FailureRouter
 from graph_ingest.consumers.applier.work import PlanWork
 from graph_ingest.consumers.plan_message import PlanMessage
-from graph_ingest.dlq.purge import leader_purged
 from graph_ingest.domain.admission import (
     Admission,
     Verdict,
@@ -49,7 +48,6 @@ from graph_ingest.domain.errors import DependencyUnavailable
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
-from graph_ingest.domain.state import CommittedRevision
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.resilience.classify import classify, error_info
@@ -302,7 +300,11 @@ class PlanApplier:
         )
         if repaired:
             uow.ensure_history(repaired)
-        self._follow_dead_lettered(uow, admitted, revisions, outcomes, now)
+        parked = [w for w in admitted if outcomes.get(w.message.position) is Outcome.PARKED]
+        if parked:
+            arrived = self._followers.follow_on_arrival(uow, parked, revisions, now)
+            outcomes.update((w.message.position, Outcome.DEAD_LETTERED) for w in arrived.followed)
+            outcomes.update((w.message.position, Outcome.CONFLICT) for w in arrived.conflicted)
         return [w for w in admitted if w.message.position not in outcomes]
 
     def _carry_out(
@@ -354,42 +356,3 @@ class PlanApplier:
                 )
                 outcomes[message.position] = _OUTCOME_OF_ROUTE[RouteKind(routed_to)]
         return [(m, p) for m, p in plans if m.position not in routed]
-
-    def _follow_dead_lettered(
-        self,
-        uow: UnitOfWork,
-        admitted: list[PlanWork],
-        revisions: dict[tuple[str, str], CommittedRevision],
-        outcomes: dict[Position, Outcome],
-        now: datetime,
-    ) -> None:
-        """A plan parked behind a version that is in the DLQ follows it there at once, as the
-        plans parked before it went there did: it cannot apply before that one is replayed. One
-        parked behind a version whose entry was purged would wait forever: it is a CONFLICT, so
-        that the planner replans the document on its committed state."""
-        parked = [w for w in admitted if outcomes.get(w.message.position) is Outcome.PARKED]
-        if not parked:
-            return
-        keys = [
-            (
-                w.plan.space,
-                w.plan.document_id,
-                r.revision if (r := revisions.get(w.document)) else 0,
-            )
-            for w in parked
-        ]
-        blocking = uow.dead_lettered_at(keys)
-        purged = uow.purged_leaders_at(keys)
-        for work in parked:
-            leader = blocking.get(work.document)
-            gone = purged.get(work.document)
-            if leader is not None and work.message.value is not None:
-                follower = Follower(work.operation, work.message.value, work.message)
-                self._followers.follow(uow, leader, [follower], now)
-                outcomes[work.message.position] = Outcome.DEAD_LETTERED
-            elif leader is None and gone is not None:
-                reason = leader_purged(gone)
-                log.warning("%s conflict: %s", work.message.context(), reason.message)
-                work.move(Stage.CONFLICT, at=now, reason=reason)
-                uow.save_operations(work.flush_changes())
-                outcomes[work.message.position] = Outcome.CONFLICT

@@ -1,7 +1,9 @@
 """Plans of a document parked behind a dead-lettered one follow it to the DLQ (DESIGN.md §5,
-issue 6 item 4): they cannot apply before it does, and an operator reviewing the DLQ must see
-them. Each gets its own entry, naming the leader it is parked behind; it is released again when
-the leader is replayed and completes (``parked``).
+issue 6 item 4) — those parked before it went there, and those that arrive after: they cannot
+apply before it does, and an operator reviewing the DLQ must see them. Each gets its own entry,
+naming the leader it is parked behind; it is released again when the leader is replayed and
+completes (``parked``). One that arrives behind a version whose entry was purged conflicts
+instead: it would wait forever.
 
 In the caller's PostgreSQL transaction, the followers' operations locked by it.
 """
@@ -9,7 +11,8 @@ In the caller's PostgreSQL transaction, the followers' operations locked by it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
@@ -27,12 +30,15 @@ from graph_ingest.consumers.applier.ladder import (
     journey_start,
     known_origin,
 )
+from graph_ingest.consumers.applier.work import PlanWork
 from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.dlq.entries import dlq_id_of_operation
+from graph_ingest.dlq.purge import leader_purged
 from graph_ingest.domain.dlq import DlqEnvelope
 from graph_ingest.domain.ids import document_key
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.state import CommittedRevision
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import new_trace_id
 from graph_ingest.resilience.policy import TO_DLQ, RouteKind, retry_advice
@@ -51,10 +57,55 @@ class Follower(NamedTuple):
     delivered: PlanMessage | None = None
 
 
+@dataclass
+class Arrived:
+    """What became of plans parked on arrival behind a dead-lettered or purged version."""
+
+    followed: list[PlanWork] = field(default_factory=list)
+    conflicted: list[PlanWork] = field(default_factory=list)
+
+
 class FollowerRouter:
     def __init__(self, ladder: Ladder, *, worker_id: str) -> None:
         self._ladder = ladder
         self._worker_id = worker_id
+
+    def follow_on_arrival(
+        self,
+        uow: UnitOfWork,
+        parked: Sequence[PlanWork],
+        revisions: Mapping[tuple[str, str], CommittedRevision],
+        now: datetime,
+    ) -> Arrived:
+        """A plan parked behind a version that is in the DLQ follows it there at once, as the
+        plans parked before it went there did: it cannot apply before that one is replayed. One
+        parked behind a version whose entry was purged would wait forever: it is a CONFLICT, so
+        that the planner replans the document on its committed state."""
+        keys = [
+            (
+                w.plan.space,
+                w.plan.document_id,
+                r.revision if (r := revisions.get(w.document)) else 0,
+            )
+            for w in parked
+        ]
+        blocking = uow.dead_lettered_at(keys)
+        purged = uow.purged_leaders_at(keys)
+        arrived = Arrived()
+        for work in parked:
+            leader = blocking.get(work.document)
+            gone = purged.get(work.document)
+            if leader is not None and work.message.value is not None:
+                follower = Follower(work.operation, work.message.value, work.message)
+                self.follow(uow, leader, [follower], now)
+                arrived.followed.append(work)
+            elif leader is None and gone is not None:
+                reason = leader_purged(gone)
+                log.warning("%s conflict: %s", work.message.context(), reason.message)
+                work.move(Stage.CONFLICT, at=now, reason=reason)
+                uow.save_operations(work.flush_changes())
+                arrived.conflicted.append(work)
+        return arrived
 
     def follow_leader(self, uow: UnitOfWork, leader: Operation, at: datetime) -> None:
         """Dead-letter the plans of ``leader``'s document parked behind it."""
