@@ -40,7 +40,7 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.producers.plan_publisher import sized_plan_message
-from graph_ingest.producers.replans import carried_headers
+from graph_ingest.producers.replans import resubmitted_request
 from graph_ingest.schemas.codec import decode_ingest_request, decode_plan
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.store.dlq_index import DlqEntry
@@ -110,14 +110,14 @@ def request_replay(entry: DlqEntry, envelope: DlqEnvelope) -> RequestReplay:
             "(`graph-ingest dlq purge ID --reason …`)"
         ) from exc
     assert envelope.original_value is not None  # it decoded
-    headers = carried_headers([(h.key, h.value) for h in envelope.original_headers])
     return RequestReplay(
         entry=entry,
-        outgoing=OutboxMessage(
-            topic=envelope.original_topic,
-            key=envelope.original_key,
-            value=envelope.original_value,
-            headers={**headers, kafka_headers.DLQ_REPLAY: entry.dlq_id},
+        outgoing=resubmitted_request(
+            envelope.original_topic,
+            envelope.original_key,
+            envelope.original_value,
+            [(h.key, h.value) for h in envelope.original_headers],
+            {kafka_headers.DLQ_REPLAY: entry.dlq_id},
         ),
     )
 

@@ -33,6 +33,8 @@ def derive_operation_id(
     return "op_" + hashlib.sha256(material).hexdigest()[:32]
 
 
-def plan_key(space: str, document_id: str) -> str:
-    """Kafka key of every plan message: all plans of one document share a partition."""
+def document_key(space: str, document_id: str) -> str:
+    """The Kafka key of every message about a document (its ingest requests, plans and their
+    retry-tier copies): ``space/document_id``, so all of them share a partition, in order. The
+    only builder of that key; ``dlq.entries`` reads it back."""
     return f"{space}/{document_id}"

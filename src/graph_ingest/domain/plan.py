@@ -17,6 +17,7 @@ from graph_ingest.domain.fingerprint import (
     json_ready,
 )
 from graph_ingest.domain.identifiers import Identifier
+from graph_ingest.domain.ids import document_key
 from graph_ingest.domain.limits import MAX_REVISION, StoredId, StoredText
 from graph_ingest.domain.model import FrozenModel
 from graph_ingest.domain.mutation import EdgeIdentity, EdgeKey, Mutation, PropertyValue
@@ -103,7 +104,8 @@ class IngestionPlan(FrozenModel):
 
     @property
     def key(self) -> str:
-        return f"{self.space}/{self.document_id}"
+        """The Kafka key of the plan's messages (``ids.document_key``)."""
+        return document_key(self.space, self.document_id)
 
     @property
     def changes_state(self) -> bool:

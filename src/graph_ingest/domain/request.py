@@ -9,6 +9,7 @@ from pydantic import model_validator
 
 from graph_ingest.domain.candidates import Extraction
 from graph_ingest.domain.identifiers import Identifier
+from graph_ingest.domain.ids import document_key
 from graph_ingest.domain.limits import NonEmptyText, StoredId, StoredText
 from graph_ingest.domain.model import FrozenModel
 
@@ -64,4 +65,5 @@ class IngestRequest(FrozenModel):
 
     @property
     def key(self) -> str:
-        return f"{self.space}/{self.document_id}"
+        """The Kafka key of the request's message (``ids.document_key``)."""
+        return document_key(self.space, self.document_id)

@@ -34,7 +34,7 @@ from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import KafkaProducer
 from graph_ingest.schemas.codec import encode_ingest_request
 from graph_ingest.schemas.errors import EncodeError
-from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.schemas.messages import OutboxMessage, message_size
 from graph_ingest.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -101,16 +101,6 @@ def request_message(
     return message, submission
 
 
-def message_size(message: OutboxMessage) -> int:
-    """Bytes of key, value and headers: what counts against a topic's max.message.bytes, less
-    the record's framing (a few dozen bytes)."""
-    return (
-        len(message.key or b"")
-        + len(message.value)
-        + sum(len(k.encode()) + len(v.encode()) for k, v in message.headers.items())
-    )
-
-
 class IngestProducer:
     """Produces ingest requests to ``settings.topics.requests``; the Kafka client is created in
     :meth:`start` (or by the first submit)."""
@@ -174,7 +164,6 @@ __all__ = [
     "IngestProducer",
     "RequestRefused",
     "Submitted",
-    "message_size",
     "request_message",
     "submission_id_of",
 ]

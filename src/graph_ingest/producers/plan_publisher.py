@@ -20,14 +20,13 @@ from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import KafkaProducer
-from graph_ingest.producers.ingest_producer import message_size
 from graph_ingest.schemas.claim_check import (
     CLAIM_CHECK_CONTENT_TYPE,
     CLAIM_CHECK_VERSION,
     ClaimReference,
 )
 from graph_ingest.schemas.codec import encode_plan
-from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.schemas.messages import OutboxMessage, message_size
 from graph_ingest.settings import Settings
 from graph_ingest.store.plan_claims import PlanClaim
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -23,6 +24,7 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.limits import MAX_ID_LENGTH
 from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import Headers
+from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.store.submissions import Submission
 
 # Headers a request re-submitted for a replan does not carry over from the copy it was read from.
@@ -67,13 +69,32 @@ def carried_headers(headers: Headers) -> dict[str, str]:
     }
 
 
-def replan_headers(headers: Headers, mark: ReplanMark) -> dict[str, str]:
-    """The headers of the re-submitted request: its own (``carried_headers``) and the replan's."""
+def replan_marks(mark: ReplanMark) -> dict[str, str]:
+    """The headers that make a re-submitted request a replan."""
     return {
-        **carried_headers(headers),
         kafka_headers.REPLAN_OF: mark.replan_of,
         kafka_headers.REPLAN_ATTEMPT: str(mark.attempt),
     }
+
+
+def replan_headers(headers: Headers, mark: ReplanMark) -> dict[str, str]:
+    """The headers of the re-submitted request: its own (``carried_headers``) and the replan's."""
+    return {**carried_headers(headers), **replan_marks(mark)}
+
+
+def resubmitted_request(
+    topic: str,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Headers,
+    marks: Mapping[str, str],
+) -> OutboxMessage:
+    """An ingest request submitted again (a replan, a DLQ replay): its key and value as it was
+    submitted, the headers it keeps of that copy (``carried_headers``) and ``marks``, which say
+    why it is sent again (``replan_marks``, or the ``dlq_replay`` entry)."""
+    return OutboxMessage(
+        topic=topic, key=key, value=value or b"", headers={**carried_headers(headers), **marks}
+    )
 
 
 def replan_operation_id(operation_id: str, attempt: int) -> str:
@@ -143,6 +164,8 @@ __all__ = [
     "on_conflict",
     "replan_headers",
     "replan_mark",
+    "replan_marks",
     "replan_operation_id",
     "replan_standing",
+    "resubmitted_request",
 ]

@@ -17,41 +17,39 @@ outbox in the transaction that makes it. How a failure is treated follows from i
 (``resilience.policy``): a batch is split until the plan at fault is alone, and only that plan is
 routed, to the next retry tier or the DLQ (``routing``); failures of a service, not of a plan,
 propagate so the caller retries the batch in place. Every step is idempotent on re-entry.
+
+This module admits and isolates; the graph step is ``graph_step``, the state step
+``commit_step``, what happens to parked plans ``parked``, and routing ``routing``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from graph_ingest.consumers.applier.ladder import journey_start
-from graph_ingest.consumers.applier.routing import Failure, FailureRouter, Follower, Ladder
+from graph_ingest.consumers.applier.commit_step import commit_states
+from graph_ingest.consumers.applier.followers import FollowerRouter
+from graph_ingest.consumers.applier.graph_step import write_graph
+from graph_ingest.consumers.applier.ladder import Ladder, journey_start
+from graph_ingest.consumers.applier.parked import conflict_orphans
+from graph_ingest.consumers.applier.routing import Failure, FailureRouter
+from graph_ingest.consumers.applier.work import PlanWork
 from graph_ingest.consumers.plan_message import PlanMessage
-from graph_ingest.dlq.entries import dlq_message, with_status
-from graph_ingest.dlq.purge import leader_purged
 from graph_ingest.domain.admission import (
+    Admission,
     Verdict,
-    applies_onto,
     binding_mismatch,
-    conflict_reason,
     decide,
-    orphan_reason,
     unless_orphaned,
 )
-from graph_ingest.domain.dlq import DlqStatus
-from graph_ingest.domain.errors import DependencyUnavailable, GraphIngestError
-from graph_ingest.domain.mutation import Mutation
-from graph_ingest.domain.operation import ErrorInfo, Operation
+from graph_ingest.domain.errors import DependencyUnavailable
+from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
-from graph_ingest.domain.state import CommittedRevision
-from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.kafka import headers as kafka_headers
-from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.resilience.classify import classify, error_info
 from graph_ingest.resilience.policy import (
     BatchAction,
@@ -60,7 +58,6 @@ from graph_ingest.resilience.policy import (
     batch_action,
     lone_plan_action,
 )
-from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.store.base import OperationStore, UnitOfWork
 from graph_ingest.store.operations import NewOperation
 
@@ -92,102 +89,37 @@ _OUTCOME_OF_VERDICT = {
 }
 
 
-class DocumentMovedOn(GraphIngestError):
-    """Between admission and the graph write another worker moved a document of the batch on.
-
-    Nothing of the batch is written; admitting the batch again decides each plan afresh."""
-
-    code = StatusCode.ABORTED
-
-
 class DependencyUnhealthy(DependencyUnavailable):
     """A plan failed alone and a probe of the services failed too: the service is to blame."""
-
-
-@dataclass
-class _Work:
-    """One plan on its way through the steps, with every snapshot it passed through."""
-
-    message: PlanMessage
-    plan: IngestionPlan
-    operation: Operation
-    changes: list[Operation]
-
-    @property
-    def document(self) -> tuple[str, str]:
-        return (self.plan.space, self.plan.document_id)
-
-    def move(self, *stages: Stage, at: datetime, reason: ErrorInfo | None = None) -> None:
-        """Walk through ``stages``; ``reason`` explains the last one (why CONFLICT or PARKED)."""
-        for index, stage in enumerate(stages, start=1):
-            explained = reason if index == len(stages) else None
-            self.operation = self.operation.transition(stage, at, explained)
-            self.changes.append(self.operation)
-
-    def flush_changes(self) -> list[Operation]:
-        changes, self.changes = self.changes, []
-        return changes
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def _documents(works: Sequence[_Work]) -> list[tuple[str, str]]:
-    return [w.document for w in works]
-
-
-def _conditional_deletes(mutation: Mutation) -> bool:
-    return mutation.deletes_if_unreferenced and bool(mutation.node_deletes or mutation.edge_deletes)
-
-
-def _guarded_mutations(uow: UnitOfWork, to_write: Sequence[_Work]) -> list[Mutation]:
-    """Each plan's mutation, less the conditional deletes (``deletes_if_unreferenced``) of nodes
-    and edges another document lists now.
-
-    A plan decides its deletes when it is planned (what no other document listed then); by the
-    time it applies, another document may have committed, or written to the graph, the same
-    element. Every node lock of the batch is taken in one statement (the locks the registry
-    takes; a stable order, so appliers cannot deadlock on them) and held until GRAPH_APPLIED:
-    an upsert of another document is then either recorded already (committed, or written and at
-    GRAPH_APPLIED: its delete is skipped here) or comes after this write (and recreates it)."""
-    deleting = [w for w in to_write if _conditional_deletes(w.plan.mutation)]
-    if not deleting:
-        return [w.plan.mutation for w in to_write]
-    nodes = [(w.document, n) for w in deleting for n in w.plan.mutation.node_deletes]
-    edges = [(w.document, k) for w in deleting for k in w.plan.mutation.edge_deletes]
-    uow.lock_nodes(
-        [(d[0], n) for d, n in nodes]
-        + [(d[0], end) for d, k in edges for end in (k.src, k.dst)]
-        + [(r.space, r.node_id) for w in to_write for r in w.plan.registrations]
+def _insert_prepared(
+    uow: UnitOfWork, plans: Sequence[tuple[PlanMessage, IngestionPlan]], now: datetime
+) -> None:
+    """Create each plan's operation at PREPARED with its frozen plan (an existing one is kept:
+    ``decide`` verifies it), and the headers and journey start every re-send carries."""
+    uow.insert_operations(
+        [
+            NewOperation(
+                Operation.prepared(
+                    operation_id=p.operation_id,
+                    space=p.space,
+                    document_id=p.document_id,
+                    expected_revision=p.expected_revision,
+                    fingerprint=p.fingerprint,
+                    at=now,
+                ),
+                m.value or b"",
+                kafka_headers.work_headers(m.headers),
+                journey_start(m),
+            )
+            for m, p in plans
+        ]
     )
-    kept_nodes, kept_edges = uow.listed_elsewhere(nodes, edges)
-    for document, data in uow.graph_applied_plans(sorted({w.plan.space for w in deleting})):
-        state = decode_plan(data).next_state
-        listed_nodes, listed_edges = set(state.node_ids), {*state.edge_keys, *state.kept_edge_keys}
-        kept_nodes |= {(d, n) for d, n in nodes if d != document and n in listed_nodes}
-        kept_edges |= {(d, k) for d, k in edges if d != document and k in listed_edges}
-    if kept_nodes or kept_edges:
-        log.info(
-            "%d node and %d edge delete(s) skipped: another document lists them now",
-            len(kept_nodes),
-            len(kept_edges),
-        )
-    return [
-        w.plan.mutation.model_copy(
-            update={
-                "node_deletes": tuple(
-                    n for n in w.plan.mutation.node_deletes if (w.document, n) not in kept_nodes
-                ),
-                "edge_deletes": tuple(
-                    k for k in w.plan.mutation.edge_deletes if (w.document, k) not in kept_edges
-                ),
-            }
-        )
-        if _conditional_deletes(w.plan.mutation)
-        else w.plan.mutation
-        for w in to_write
-    ]
 
 
 _LEAVES_THE_DLQ = (kafka_headers.DLQ_REPLAY, kafka_headers.RELEASED)
@@ -214,11 +146,10 @@ class PlanApplier:
     ) -> None:
         self._store = store
         self._graph = graph
-        self._plans_topic = ladder.plans_topic
-        self._dlq_topic = ladder.dlq_topic
-        self._max_message_bytes = ladder.max_message_bytes
+        self._ladder = ladder
         self._clock = clock
         self._router = FailureRouter(ladder, worker_id=worker_id, clock=clock)
+        self._followers = FollowerRouter(ladder, worker_id=worker_id)
         self._probes: dict[str, Callable[[], None]] = {
             "postgres": store.probe,
             "neo4j": graph.probe,
@@ -325,9 +256,11 @@ class PlanApplier:
         outcomes: dict[Position, Outcome] = {}
         with self._store.unit_of_work() as uow:
             admitted = self._admit(uow, batch, outcomes)
-        self._write_graph(admitted)
+        write_graph(self._store, self._graph, admitted, self._clock)
         with self._store.unit_of_work() as uow:
-            self._commit_state(uow, admitted, outcomes)
+            committed = commit_states(uow, admitted, self._clock(), self._ladder)
+        outcomes.update((w.message.position, Outcome.CONFLICT) for w in committed.conflicted)
+        outcomes.update((w.message.position, Outcome.COMPLETED) for w in committed.completed)
         return outcomes
 
     def _admit(
@@ -335,29 +268,14 @@ class PlanApplier:
         uow: UnitOfWork,
         batch: list[PlanMessage],
         outcomes: dict[Position, Outcome],
-    ) -> list[_Work]:
+    ) -> list[PlanWork]:
+        """Create-or-verify every operation with its frozen plan and carry out what
+        ``admission.decide`` says of it; return the plans that go on to the graph step."""
         now = self._clock()
         plans = [(m, m.plan) for m in batch if m.plan is not None]
         uow.lock_documents([(p.space, p.document_id) for _, p in plans])
         plans = self._without_routed(uow, plans, outcomes)
-        uow.insert_operations(
-            [
-                NewOperation(
-                    Operation.prepared(
-                        operation_id=p.operation_id,
-                        space=p.space,
-                        document_id=p.document_id,
-                        expected_revision=p.expected_revision,
-                        fingerprint=p.fingerprint,
-                        at=now,
-                    ),
-                    m.value or b"",
-                    kafka_headers.work_headers(m.headers),
-                    journey_start(m),
-                )
-                for m, p in plans
-            ]
-        )
+        _insert_prepared(uow, plans, now)
         operations = uow.lock_operations([p.operation_id for _, p in plans])
         revisions = uow.document_revisions([(p.space, p.document_id) for _, p in plans])
         decided = [
@@ -366,43 +284,61 @@ class PlanApplier:
         ]
         parked_on = [p.base_operation_id for _, p, a in decided if a.verdict is Verdict.PARK]
         bases = uow.lock_operations([b for b in parked_on if b is not None]) if parked_on else {}
-        admitted: list[_Work] = []
+        admitted: list[PlanWork] = []
         repaired = []
         for message, plan, decision in decided:
-            work = _Work(message, plan, operations[plan.operation_id], [])
+            work = PlanWork(message, plan, operations[plan.operation_id], [])
             base = bases.get(plan.base_operation_id or "")
             admission = unless_orphaned(decision, work.operation.stage, plan, base)
-            verdict = admission.verdict
-            if verdict is Verdict.REJECT:  # the operation is another plan's: not this one's to move
-                assert admission.reason is not None
-                kind = self._router.route(uow, Failure(message, admission.reason, None))
-                outcomes[message.position] = _OUTCOME_OF_ROUTE[kind]
+            if not self._carry_out(uow, work, admission, now, outcomes):
                 continue
-            if stray_copy(work.operation, message):
-                log.warning(
-                    "%s: operation is DEAD_LETTERED (%s) and this copy is no DLQ replay or "
-                    "release: dropped (`graph-ingest dlq replay` takes it out of the DLQ)",
-                    message.context(),
-                    work.operation.dlq_id,
-                )
-                outcomes[message.position] = Outcome.DROPPED
-                continue
-            if verdict is Verdict.CONFLICT and admission.reason is not None:
-                log.warning("%s conflict: %s", message.context(), admission.reason.message)
-            work.move(*admission.path, at=now, reason=admission.reason)
-            if verdict is Verdict.REPAIR:
+            if admission.verdict is Verdict.REPAIR:
                 repaired.append(plan.next_state.model_copy(update={"committed_at": now}))
-            if verdict in _OUTCOME_OF_VERDICT:
-                outcomes[message.position] = _OUTCOME_OF_VERDICT[verdict]
             admitted.append(work)
         uow.save_operations([op for w in admitted for op in w.flush_changes()])
-        self._conflict_orphans(
+        conflict_orphans(
             uow, [w.plan for w in admitted if w.operation.stage is Stage.CONFLICT], now
         )
         if repaired:
             uow.ensure_history(repaired)
-        self._follow_dead_lettered(uow, admitted, revisions, outcomes, now)
+        parked = [w for w in admitted if outcomes.get(w.message.position) is Outcome.PARKED]
+        if parked:
+            arrived = self._followers.follow_on_arrival(uow, parked, revisions, now)
+            outcomes.update((w.message.position, Outcome.DEAD_LETTERED) for w in arrived.followed)
+            outcomes.update((w.message.position, Outcome.CONFLICT) for w in arrived.conflicted)
         return [w for w in admitted if w.message.position not in outcomes]
+
+    def _carry_out(
+        self,
+        uow: UnitOfWork,
+        work: PlanWork,
+        admission: Admission,
+        now: datetime,
+        outcomes: dict[Position, Outcome],
+    ) -> bool:
+        """Move the plan's operation along the admission's path; False when the plan is routed
+        or dropped instead (it then takes no further step)."""
+        message, verdict = work.message, admission.verdict
+        if verdict is Verdict.REJECT:  # the operation is another plan's: not this one's to move
+            assert admission.reason is not None
+            kind = self._router.route(uow, Failure(message, admission.reason, None))
+            outcomes[message.position] = _OUTCOME_OF_ROUTE[kind]
+            return False
+        if stray_copy(work.operation, message):
+            log.warning(
+                "%s: operation is DEAD_LETTERED (%s) and this copy is no DLQ replay or "
+                "release: dropped (`graph-ingest dlq replay` takes it out of the DLQ)",
+                message.context(),
+                work.operation.dlq_id,
+            )
+            outcomes[message.position] = Outcome.DROPPED
+            return False
+        if verdict is Verdict.CONFLICT and admission.reason is not None:
+            log.warning("%s conflict: %s", message.context(), admission.reason.message)
+        work.move(*admission.path, at=now, reason=admission.reason)
+        if verdict in _OUTCOME_OF_VERDICT:
+            outcomes[message.position] = _OUTCOME_OF_VERDICT[verdict]
+        return True
 
     def _without_routed(
         self,
@@ -421,179 +357,3 @@ class PlanApplier:
                 )
                 outcomes[message.position] = _OUTCOME_OF_ROUTE[RouteKind(routed_to)]
         return [(m, p) for m, p in plans if m.position not in routed]
-
-    def _follow_dead_lettered(
-        self,
-        uow: UnitOfWork,
-        admitted: list[_Work],
-        revisions: dict[tuple[str, str], CommittedRevision],
-        outcomes: dict[Position, Outcome],
-        now: datetime,
-    ) -> None:
-        """A plan parked behind a version that is in the DLQ follows it there at once, as the
-        plans parked before it went there did: it cannot apply before that one is replayed. One
-        parked behind a version whose entry was purged would wait forever: it is a CONFLICT, so
-        that the planner replans the document on its committed state."""
-        parked = [w for w in admitted if outcomes.get(w.message.position) is Outcome.PARKED]
-        if not parked:
-            return
-        keys = [
-            (
-                w.plan.space,
-                w.plan.document_id,
-                r.revision if (r := revisions.get(w.document)) else 0,
-            )
-            for w in parked
-        ]
-        blocking = uow.dead_lettered_at(keys)
-        purged = uow.purged_leaders_at(keys)
-        for work in parked:
-            leader = blocking.get(work.document)
-            gone = purged.get(work.document)
-            if leader is not None and work.message.value is not None:
-                follower = Follower(work.operation, work.message.value, work.message)
-                self._router.follow(uow, leader, [follower], now)
-                outcomes[work.message.position] = Outcome.DEAD_LETTERED
-            elif leader is None and gone is not None:
-                reason = leader_purged(gone)
-                log.warning("%s conflict: %s", work.message.context(), reason.message)
-                work.move(Stage.CONFLICT, at=now, reason=reason)
-                uow.save_operations(work.flush_changes())
-                outcomes[work.message.position] = Outcome.CONFLICT
-
-    def _write_graph(self, admitted: list[_Work]) -> None:
-        """Registrations, the graph write and GRAPH_APPLIED, fenced by the document locks."""
-        to_write = [w for w in admitted if w.operation.stage is Stage.PREPARED]
-        if not to_write:
-            return
-        documents = _documents(to_write)
-        with self._store.unit_of_work() as uow:
-            uow.lock_documents(documents)
-            revisions = uow.document_revisions(documents)
-            moved = [w for w in to_write if not applies_onto(w.plan, revisions.get(w.document))]
-            if moved:
-                first = moved[0]
-                at = revisions.get(first.document)
-                raise DocumentMovedOn(
-                    f"{first.message.context()}: document {first.plan.key} is at revision "
-                    f"{at.revision if at else 0} ({at.operation_id if at else 'no state'}), the "
-                    f"plan expects {first.plan.expected_revision} "
-                    f"({first.plan.base_operation_id or 'no state'}); another worker moved it on "
-                    f"({len(moved)} plan(s) of the batch): nothing written, admitting again"
-                )
-            mutations = _guarded_mutations(uow, to_write)
-            uow.register_entities([r for w in to_write for r in w.plan.registrations])
-            self._graph.apply(
-                [
-                    (w.plan.graph, m)
-                    for w, m in zip(to_write, mutations, strict=True)
-                    if not m.is_empty
-                ]
-            )
-            now = self._clock()
-            for work in to_write:
-                work.move(Stage.GRAPH_APPLIED, at=now)
-            uow.save_operations([op for w in to_write for op in w.flush_changes()])
-
-    def _commit_state(
-        self,
-        uow: UnitOfWork,
-        admitted: list[_Work],
-        outcomes: dict[Position, Outcome],
-    ) -> None:
-        now = self._clock()
-        to_commit = [w for w in admitted if w.operation.stage is Stage.GRAPH_APPLIED]
-        uow.lock_documents(_documents(to_commit))
-        failed_cas = uow.commit_document_states(
-            [
-                w.plan.next_state.model_copy(update={"committed_at": now})
-                for w in to_commit
-                if w.plan.changes_state
-            ]
-        ) | self._moved_under_no_ops(uow, to_commit)
-        committed = []
-        for work in to_commit:
-            if work.document in failed_cas:
-                reason = conflict_reason(None, work.plan.expected_revision)
-                log.warning("%s conflict: %s", work.message.context(), reason.message)
-                work.move(Stage.CONFLICT, at=now, reason=reason)
-                outcomes[work.message.position] = Outcome.CONFLICT
-            else:
-                work.move(Stage.STATE_COMMITTED, at=now)
-                committed.append(work)
-        for work in admitted:
-            if work.operation.stage is Stage.STATE_COMMITTED:
-                work.move(Stage.COMPLETED, at=now)
-                outcomes[work.message.position] = Outcome.COMPLETED
-        uow.save_operations([op for w in admitted for op in w.flush_changes()])
-        self._conflict_orphans(uow, [w.plan for w in to_commit if w.document in failed_cas], now)
-        self._release_parked(uow, [w.plan for w in committed if w.plan.changes_state])
-
-    @staticmethod
-    def _conflict_orphans(uow: UnitOfWork, conflicted: list[IngestionPlan], now: datetime) -> None:
-        """Plans parked on the planned state of a plan that conflicted (directly, or through
-        other parked plans) wait for a state that will never be committed: they conflict too,
-        so that the document's newest request is replanned on the committed state."""
-        while conflicted := [p for p in conflicted if p.changes_state]:
-            dead = {p.operation_id for p in conflicted}
-            waiting = uow.parked_behind(
-                [(p.space, p.document_id, p.next_state.revision) for p in conflicted]
-            )
-            orphans = [
-                (stored.operation, plan)
-                for stored in waiting
-                if stored.operation.stage is Stage.PARKED
-                and (plan := decode_plan(stored.plan_bytes)).base_operation_id in dead
-            ]
-            uow.save_operations(
-                [op.transition(Stage.CONFLICT, now, orphan_reason(plan)) for op, plan in orphans]
-            )
-            conflicted = [plan for _, plan in orphans]
-
-    @staticmethod
-    def _moved_under_no_ops(uow: UnitOfWork, to_commit: list[_Work]) -> set[tuple[str, str]]:
-        """Documents whose NO_OP no longer sits on its base: a NO_OP commits no state (nothing
-        to compare and set), so its base is checked here, under the document locks."""
-        no_ops = [w for w in to_commit if not w.plan.changes_state]
-        if not no_ops:
-            return set()
-        revisions = uow.document_revisions(_documents(no_ops))
-        return {w.document for w in no_ops if not applies_onto(w.plan, revisions.get(w.document))}
-
-    def _release_parked(self, uow: UnitOfWork, committed: list[IngestionPlan]) -> None:
-        """Re-publish plans that were waiting for these revisions; they re-enter the applier.
-        Those that had followed their predecessor to the DLQ leave it (status REPLAYED)."""
-        waiting = uow.parked_behind(
-            [(p.space, p.document_id, p.next_state.revision) for p in committed]
-        )
-        if not waiting:
-            return
-        followers = uow.dlq_entries(
-            [
-                w.operation.dlq_id
-                for w in waiting
-                if w.operation.stage is Stage.DEAD_LETTERED and w.operation.dlq_id
-            ]
-        )
-        released = [
-            with_status(entry, DlqStatus.REPLAYED, f"released: {entry.parked_behind} completed")
-            for entry in followers.values()
-        ]
-        resent = [
-            sized_plan_message(
-                decode_plan(w.plan_bytes),
-                self._plans_topic,
-                value=w.plan_bytes,
-                max_bytes=self._max_message_bytes,
-                headers={**w.work_headers, kafka_headers.RELEASED: "parked"},
-            )
-            for w in waiting
-        ]
-        uow.put_dlq_entries(released)
-        uow.put_plan_claims([claim for _, claim in resent if claim is not None])
-        uow.enqueue(
-            [
-                *(dlq_message(self._dlq_topic, entry) for entry in released),
-                *(message for message, _ in resent),
-            ]
-        )

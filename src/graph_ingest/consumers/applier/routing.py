@@ -8,10 +8,10 @@ transaction: a message redelivered after a crash finds its attempt recorded and 
 twice, so routing is exactly once without Kafka transactions.
 
 Where a failure goes is the retry policy's decision (``resilience.policy.route``), from the
-delivery that failed and where the plan stands on the ladder (``consumers.applier.ladder``: a resumed or
-released plan starts neither its INTERNAL bound nor its ladder over). Plans of the same document
-parked behind a dead-lettered one follow it to the DLQ, and are released again when it is
-replayed and completes (DESIGN.md §5, issue 6 item 4). A replayed message that fails again
+delivery that failed and where the plan stands on the ladder (``ladder``: a resumed or released
+plan starts neither its INTERNAL bound nor its ladder over). Plans of the same document parked
+behind a dead-lettered one follow it to the DLQ (``followers``), and are released again when it
+is replayed and completes (DESIGN.md §5, issue 6 item 4). A replayed message that fails again
 returns to the entry it was replayed from, whether or not an operation owns it.
 
 Nothing a message carries can make routing fail: header names and values, keys and error
@@ -24,9 +24,15 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import NamedTuple
 
-from graph_ingest import __version__
+from graph_ingest.consumers.applier.dead_letters import (
+    attempt_record,
+    attempt_records,
+    dead_letter,
+    failure_detail,
+    record_failure,
+)
+from graph_ingest.consumers.applier.followers import FollowerRouter
 from graph_ingest.consumers.applier.ladder import (
     Ladder,
     earlier_deliveries,
@@ -38,31 +44,23 @@ from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.dlq.entries import (
     dlq_id_of_operation,
     dlq_id_of_position,
-    dlq_message,
-    entry_of,
     replayed_from,
 )
-from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, MessageHeader, append_attempt
-from graph_ingest.domain.error_detail import ErrorContext, ErrorDetail, RetryAdvice
-from graph_ingest.domain.limits import storable_text
 from graph_ingest.domain.operation import ErrorInfo, Operation
-from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage
-from graph_ingest.domain.status import StatusCode
+from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.trace import new_trace_id
 from graph_ingest.kafka.headers import (
-    MessageHeaders,
     RetryHeaders,
     trace_id_from_headers,
     with_retry_headers,
 )
 from graph_ingest.resilience.policy import (
-    TO_DLQ,
     RouteKind,
     retry_advice,
     route,
 )
 from graph_ingest.schemas.codec import decode_dlq_envelope
-from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.schemas.messages import dlq_envelope, retry_copy
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.store.failures import FailureAttempt
@@ -70,15 +68,6 @@ from graph_ingest.store.failures import FailureAttempt
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
-
-
-class Follower(NamedTuple):
-    """A PARKED operation to dead-letter behind its leader, with its frozen plan bytes, and the
-    message that delivered it when it follows on arrival (None for one parked before)."""
-
-    operation: Operation
-    plan_bytes: bytes
-    delivered: PlanMessage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +84,7 @@ class FailureRouter:
         self._ladder = ladder
         self._worker_id = worker_id
         self._clock = clock
+        self._followers = FollowerRouter(ladder, worker_id=worker_id)
 
     def route(self, uow: UnitOfWork, failure: Failure) -> RouteKind:
         """Route one failure inside ``uow``; return where it went (TIER or DLQ)."""
@@ -127,12 +117,13 @@ class FailureRouter:
             tier=location.tier_index,
             routed_to=decision.kind.value,
             at=now,
-            detail=self._detail(
+            detail=failure_detail(
                 failure.info,
                 trace_id,
                 message,
                 owned.stage if owned else None,
                 retry_advice(decision, [delay for _, delay in self._ladder.tiers]),
+                worker_id=self._worker_id,
             ),
         )
         if not uow.record_failure(attempt):
@@ -193,13 +184,14 @@ class FailureRouter:
             trace_id=detail.trace_id,
         )
         assert message.wire_value is not None  # only a decoded plan can be retried
+        headers = with_retry_headers(message.headers, retry)
         uow.enqueue(
             [
-                OutboxMessage(
-                    topic=topic,
-                    key=message.key,
-                    value=message.wire_value,
-                    headers=_text_headers(with_retry_headers(message.headers, retry)),
+                retry_copy(
+                    topic,
+                    message.key,
+                    message.wire_value,
+                    headers,
                     operation_id=attempt.operation_id,
                 )
             ]
@@ -214,7 +206,7 @@ class FailureRouter:
             due_at.isoformat(),
         )
         if owned is not None:
-            failed = _record_failure(owned, Stage.FAILED, failure.info, attempt.at)
+            failed = record_failure(owned, Stage.FAILED, failure.info, attempt.at)
             uow.save_operations([failed.model_copy(update={"next_retry_at": due_at})])
 
     # -- the DLQ ---------------------------------------------------------------------------
@@ -233,7 +225,7 @@ class FailureRouter:
         last = history[-1]
         if replayed is not None:
             dlq_id = replayed.dlq_id
-            envelope = decode_dlq_envelope(replayed.envelope).failed_again(_attempt_record(last))
+            envelope = decode_dlq_envelope(replayed.envelope).failed_again(attempt_record(last))
         else:
             dlq_id = (
                 dlq_id_of_operation(owned.operation_id)
@@ -242,19 +234,19 @@ class FailureRouter:
             )
             earlier = uow.dlq_entries([dlq_id]).get(dlq_id)
             plan = message.plan
-            envelope = _envelope(
+            envelope = dlq_envelope(
                 known_origin(earlier)
                 or first_failed(earlier_deliveries(history, message))
                 or journey_start(message),
                 message.key,
                 message.wire_value,
                 message.headers,
-                history,
+                attempt_records(history),
                 operation_id=plan.operation_id if plan else None,
                 fingerprint=plan.fingerprint if plan else None,
                 at=last.at,
             )
-        self._dead_letter(uow, dlq_id, envelope)
+        dead_letter(uow, self._ladder.dlq_topic, dlq_id, envelope)
         log.error(
             "%s dead-lettered as %s after %d attempt(s): %s %s",
             message.context(),
@@ -266,111 +258,9 @@ class FailureRouter:
         if owned is None:
             return
         uow.save_operations(
-            [_record_failure(owned, Stage.DEAD_LETTERED, failure.info, history[-1].at, dlq_id)]
+            [record_failure(owned, Stage.DEAD_LETTERED, failure.info, history[-1].at, dlq_id)]
         )
-        self._followers_to_dlq(uow, owned, history[-1].at)
-
-    def _followers_to_dlq(self, uow: UnitOfWork, leader: Operation, at: datetime) -> None:
-        """Plans of the document parked behind ``leader`` follow it: they cannot apply before it
-        does, and an operator reviewing the DLQ must see them (issue 6 item 4)."""
-        followers = [
-            Follower(op, plan_bytes)
-            for op, plan_bytes in uow.parked_on_document(leader.space, leader.document_id)
-            if op.expected_revision > leader.expected_revision
-        ]
-        self.follow(uow, leader, followers, at)
-
-    def follow(
-        self,
-        uow: UnitOfWork,
-        leader: Operation,
-        followers: Sequence[Follower],
-        at: datetime,
-    ) -> None:
-        """Dead-letter ``followers`` (PARKED operations, locked by the caller) behind ``leader``,
-        which is in the DLQ; they are released when it completes."""
-        saved = []
-        earlier = uow.dlq_entries(
-            [dlq_id_of_operation(f.operation.operation_id) for f in followers]
-        )
-        first = uow.first_deliveries([f.operation.operation_id for f in followers])
-        for op, plan_bytes, delivered in followers:
-            info = ErrorInfo(
-                code=StatusCode.FAILED_PRECONDITION,
-                error_class="ParkedBehind",
-                message=f"parked behind {leader.operation_id}, which went to the DLQ: released "
-                "again when it is replayed and completes",
-            )
-            history = uow.failure_history(op.operation_id)
-            trace_id = history[-1].detail.trace_id if history else new_trace_id()
-            attempt = FailureAttempt(
-                source=None,
-                operation_id=op.operation_id,
-                attempt=history[-1].attempt + 1 if history else 1,
-                tier=None,
-                routed_to=RouteKind.DLQ.value,
-                at=at,
-                detail=self._detail(info, trace_id, None, op.stage, retry_advice(TO_DLQ, ())),
-            )
-            uow.record_failure(attempt)
-            dlq_id = dlq_id_of_operation(op.operation_id)
-            failed = earlier_deliveries(history, delivered)
-            envelope = _envelope(
-                known_origin(earlier.get(dlq_id))
-                or first_failed(failed)
-                or first.get(op.operation_id)
-                or (
-                    journey_start(delivered)
-                    if delivered
-                    else (self._ladder.plans_topic, None, None)
-                ),
-                delivered.key if delivered else f"{op.space}/{op.document_id}".encode(),
-                plan_bytes,
-                delivered.headers if delivered else (),
-                [*history, attempt],
-                operation_id=op.operation_id,
-                fingerprint=op.fingerprint,
-                at=at,
-                parked_behind=leader.operation_id,
-            )
-            self._dead_letter(uow, dlq_id, envelope)
-            saved.append(_record_failure(op, Stage.DEAD_LETTERED, info, at, dlq_id))
-            log.error(
-                "operation %s follows %s to the DLQ as %s",
-                op.operation_id,
-                leader.operation_id,
-                dlq_id,
-            )
-        uow.save_operations(saved)
-
-    def _dead_letter(self, uow: UnitOfWork, dlq_id: str, envelope: DlqEnvelope) -> None:
-        entry = entry_of(dlq_id, envelope)
-        uow.put_dlq_entries([entry])
-        uow.enqueue([dlq_message(self._ladder.dlq_topic, entry)])
-
-    def _detail(
-        self,
-        info: ErrorInfo,
-        trace_id: str,
-        message: PlanMessage | None,
-        stage: Stage | None,
-        advice: RetryAdvice,
-    ) -> ErrorDetail:
-        return ErrorDetail.create(
-            trace_id=trace_id,
-            code=info.code,
-            error_class=info.error_class,
-            message=info.message,
-            context=ErrorContext(
-                topic=message.topic if message else None,
-                partition=message.partition if message else None,
-                offset=message.offset if message else None,
-                stage=stage,
-                worker_id=self._worker_id,
-                code_version=__version__,
-            ),
-            retry=advice,
-        )
+        self._followers.follow_leader(uow, owned, history[-1].at)
 
 
 def _next_attempt(
@@ -385,72 +275,4 @@ def _next_attempt(
     return delivery
 
 
-def _attempt_record(failed: FailureAttempt) -> AttemptRecord:
-    return AttemptRecord.of(failed.detail, attempt=failed.attempt, tier=failed.tier, at=failed.at)
-
-
-def _record_failure(
-    operation: Operation,
-    stage: Stage,
-    info: ErrorInfo,
-    at: datetime,
-    dlq_id: str | None = None,
-) -> Operation:
-    """The operation moved to ``stage`` with ``info`` as its last error, or (where that stage is
-    not reachable, e.g. FAILED from GRAPH_APPLIED) with the error recorded in its stage."""
-    if stage in LEGAL_TRANSITIONS[operation.stage]:
-        moved = operation.transition(stage, at, info)
-    else:
-        moved = operation.with_error(info, at)
-    return moved if dlq_id is None else moved.model_copy(update={"dlq_id": dlq_id})
-
-
-def _envelope(
-    origin: tuple[str, int | None, int | None],
-    key: bytes | None,
-    value: bytes | None,
-    headers: MessageHeaders,
-    history: Sequence[FailureAttempt],
-    *,
-    operation_id: str | None,
-    fingerprint: str | None,
-    at: datetime,
-    parked_behind: str | None = None,
-) -> DlqEnvelope:
-    attempts: tuple[AttemptRecord, ...] = ()
-    folded = 0
-    for failed in history:
-        attempts, folded = append_attempt(attempts, folded, _attempt_record(failed))
-    topic, partition, offset = origin
-    return DlqEnvelope(
-        original_topic=topic,
-        original_partition=partition,
-        original_offset=offset,
-        original_key=key,
-        original_value=value,
-        original_headers=tuple(MessageHeader(key=k, value=v) for k, v in headers),
-        operation_id=operation_id,
-        fingerprint=fingerprint,
-        attempts=attempts,
-        folded_attempts=folded,
-        dead_lettered_at=at,
-        parked_behind=parked_behind,
-    )
-
-
-def _text_headers(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
-    """Headers as the outbox stores them (UTF-8 text, made storable: JSONB refuses a NUL, which
-    anyone publishing a plan may send; the last of a repeated name wins). One that is not text is
-    left off the copy and logged: the DLQ envelope keeps the original bytes."""
-    text: dict[str, str] = {}
-    for key, value in headers:
-        if value is None:
-            continue
-        try:
-            text[storable_text(key)] = storable_text(value.decode("utf-8"))
-        except UnicodeDecodeError:
-            log.warning("header %s is not UTF-8: left off the retry copy", storable_text(key))
-    return text
-
-
-__all__ = ["Failure", "FailureRouter", "Follower", "Ladder"]
+__all__ = ["Failure", "FailureRouter", "Ladder"]

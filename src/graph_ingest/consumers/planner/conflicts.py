@@ -45,7 +45,13 @@ from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.headers import MessageHeaders
 from graph_ingest.kafka.reader import read_at
 from graph_ingest.kafka.transactional import TransactionalProducer
-from graph_ingest.producers.replans import ConflictAction, ReplanMark, on_conflict, replan_headers
+from graph_ingest.producers.replans import (
+    ConflictAction,
+    ReplanMark,
+    on_conflict,
+    replan_marks,
+    resubmitted_request,
+)
 from graph_ingest.schemas.codec import decode_operation
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
@@ -181,6 +187,45 @@ class ConflictWatcher:
     def _conflict(self, operation: Operation, batch: _Batch) -> None:
         op_id = operation.operation_id
         submission = self._store.submission_of_operation(op_id)
+        action, attempt = self._decide(op_id, submission, batch)
+        log.info(
+            "op=%s CONFLICT (%s/%s): %s", op_id, operation.space, operation.document_id, action
+        )
+        if submission is None or action in (ConflictAction.IGNORE, ConflictAction.DUPLICATE):
+            return
+        replan = Replan(
+            operation_id=op_id,
+            submission_id=submission.submission_id,
+            attempt=attempt,
+            outcome=ReplanOutcome.SUPERSEDED,
+            at=self._clock(),
+        )
+        if action is ConflictAction.SUPERSEDED:
+            batch.replans.append(replan)
+            return
+        request, lost = self._request_of(submission)
+        if action is ConflictAction.DEAD_LETTER or lost is not None:
+            failure = PlanningFailure(
+                request, lost or self._exhausted(operation), attempts=attempt, at=replan.at
+            )
+            batch.dead.append((failure, replace(replan, outcome=ReplanOutcome.DEAD_LETTERED)))
+            return
+        batch.outgoing.append(
+            resubmitted_request(
+                self._settings.topics.requests,
+                request.key,
+                request.value,
+                request.headers,
+                replan_marks(ReplanMark(op_id, attempt)),
+            )
+        )
+        batch.replans.append(replace(replan, outcome=ReplanOutcome.REQUESTED))
+
+    def _decide(
+        self, op_id: str, submission: Submission | None, batch: _Batch
+    ) -> tuple[ConflictAction, int]:
+        """What to do about the CONFLICT of ``op_id`` (``replans.on_conflict``; a second snapshot
+        of it in the batch is a duplicate), and the replan attempt it would be."""
         newest = (
             self._store.newest_submission(submission.space, submission.document_id)
             if submission
@@ -200,46 +245,15 @@ class ConflictWatcher:
             )
         )
         batch.done.add(op_id)
-        log.info(
-            "op=%s CONFLICT (%s/%s): %s", op_id, operation.space, operation.document_id, action
+        return action, attempt
+
+    def _exhausted(self, operation: Operation) -> ReplansExhausted:
+        return ReplansExhausted(
+            f"operation {operation.operation_id} of {operation.space}/{operation.document_id} met "
+            f"a CONFLICT after {self._settings.planner.max_replans} replan(s) "
+            "(PLANNER__MAX_REPLANS): the document keeps moving on under its plans; replay the "
+            "entry to plan it again"
         )
-        if submission is None or action in (ConflictAction.IGNORE, ConflictAction.DUPLICATE):
-            return
-        replan = Replan(
-            operation_id=op_id,
-            submission_id=submission.submission_id,
-            attempt=attempt,
-            outcome=ReplanOutcome.SUPERSEDED,
-            at=self._clock(),
-        )
-        if action is ConflictAction.SUPERSEDED:
-            batch.replans.append(replan)
-            return
-        request, lost = self._request_of(submission)
-        if action is ConflictAction.DEAD_LETTER or lost is not None:
-            max_replans = self._settings.planner.max_replans
-            failure = PlanningFailure(
-                request,
-                lost
-                or ReplansExhausted(
-                    f"operation {op_id} of {operation.space}/{operation.document_id} met a "
-                    f"CONFLICT after {max_replans} replan(s) (PLANNER__MAX_REPLANS): the document "
-                    "keeps moving on under its plans; replay the entry to plan it again"
-                ),
-                attempts=attempt,
-                at=replan.at,
-            )
-            batch.dead.append((failure, replace(replan, outcome=ReplanOutcome.DEAD_LETTERED)))
-            return
-        batch.outgoing.append(
-            OutboxMessage(
-                topic=self._settings.topics.requests,
-                key=request.key,
-                value=request.value or b"",
-                headers=replan_headers(request.headers, ReplanMark(op_id, attempt)),
-            )
-        )
-        batch.replans.append(replace(replan, outcome=ReplanOutcome.REQUESTED))
 
     def _request_of(self, submission: Submission) -> tuple[RequestMessage, GraphIngestError | None]:
         """The request as it was submitted, read again at its recorded position; or its position

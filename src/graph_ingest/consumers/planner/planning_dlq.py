@@ -25,14 +25,14 @@ from datetime import datetime
 from graph_ingest import __version__
 from graph_ingest.consumers.planner.requests import RequestMessage
 from graph_ingest.dlq.entries import dlq_id_of_position, dlq_message, entry_of
-from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, DlqStatus, MessageHeader
+from graph_ingest.domain.dlq import AttemptRecord, DlqStatus
 from graph_ingest.domain.error_detail import ErrorContext
 from graph_ingest.domain.trace import new_trace_id
 from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.resilience.classify import error_detail
 from graph_ingest.resilience.policy import TO_DLQ, retry_advice
 from graph_ingest.schemas.codec import decode_dlq_envelope
-from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.schemas.messages import OutboxMessage, dlq_envelope
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.dlq_index import DlqEntry
 
@@ -111,18 +111,14 @@ def planning_dlq_entry(
     # The last failure of this delivery is kept; the retried ones before it are counted.
     retried = failure.attempts - 1
     if earlier is None:
-        envelope = DlqEnvelope(
-            original_topic=message.topic,
-            original_partition=message.partition,
-            original_offset=message.offset,
-            original_key=message.key,
-            original_value=message.value,
-            original_headers=tuple(MessageHeader(key=k, value=v) for k, v in message.headers),
-            attempts=(
-                AttemptRecord.of(detail, attempt=failure.attempts, tier=None, at=failure.at),
-            ),
-            folded_attempts=retried,
-            dead_lettered_at=failure.at,
+        envelope = dlq_envelope(
+            message.position,
+            message.key,
+            message.value,
+            message.headers,
+            [AttemptRecord.of(detail, attempt=failure.attempts, tier=None, at=failure.at)],
+            at=failure.at,
+            uncounted=retried,
         )
         entry = entry_of(dlq_id_of_position(*message.position), envelope)
     else:
