@@ -39,9 +39,9 @@ from isolation import check_completed, check_graph, isolated, schema_bytes, sql
 from results import PACED, PIPELINE_1, PIPELINE_2, Run, percentiles
 from workloads import Workload
 
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.headers import headers_of
 from graph_ingest.kafka.producer import KafkaProducer
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
 from graph_ingest.stack.envvars import pipeline_env

@@ -23,7 +23,7 @@ from graph_ingest.domain.state import (
     fact_id_of,
     normalize_name,
 )
-from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.schemas import headers as kafka_headers
 
 
 @dataclass(frozen=True)

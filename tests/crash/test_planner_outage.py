@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.stack.manager import LocalStack
 from graph_ingest.store.submissions import ReplanOutcome
 from graph_ingest.waiting import wait_until

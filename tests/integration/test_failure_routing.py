@@ -25,7 +25,7 @@ from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import TraceParent
-from graph_ingest.kafka import headers as kafka_headers
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import (
     decode_dlq_envelope,
     encode_operation,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from graph_ingest.domain.trace import parse_traceparent
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.producers.ingest_producer import IngestProducer, RequestRefused
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_ingest_request
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end

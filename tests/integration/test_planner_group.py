@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.producers.ingest_producer import IngestProducer
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end

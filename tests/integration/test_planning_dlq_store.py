@@ -14,8 +14,8 @@ from graph_ingest.dlq.purge import purge
 from graph_ingest.dlq.status import set_status
 from graph_ingest.domain.dlq import DlqStatus, MessageHeader
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.planning.errors import PlanningError
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.store.dlq_index import DlqEntry

@@ -18,12 +18,12 @@ from graph_ingest.domain.request import IngestRequest
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.planning.planner import Planner
 from graph_ingest.planning.request_planner import PlannedRequest
 from graph_ingest.planning.rules import RulesExtractor
 from graph_ingest.producers.follow import follow
 from graph_ingest.producers.ingest_producer import IngestProducer
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.settings.planner import PlannerSettings
 from graph_ingest.store.dlq_index import DlqEntry, DlqQuery

@@ -17,9 +17,9 @@ from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import new_trace_id
-from graph_ingest.kafka import headers as kafka_headers
-from graph_ingest.kafka.headers import RetryHeaders
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_dlq_envelope, encode_plan
+from graph_ingest.schemas.headers import RetryHeaders
 from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.waiting import wait_until
 from tests.integration.conftest import PipelineFactory

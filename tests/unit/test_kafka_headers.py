@@ -7,9 +7,9 @@ import pytest
 
 from graph_ingest.domain.limits import MAX_ERROR_MESSAGE_LENGTH
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka import headers
-from graph_ingest.kafka.errors import MalformedHeader
-from graph_ingest.kafka.headers import (
+from graph_ingest.schemas import headers
+from graph_ingest.schemas.errors import MalformedHeader
+from graph_ingest.schemas.headers import (
     RETRY_HEADERS,
     RetryHeaders,
     header_id,

@@ -11,8 +11,8 @@ from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.error_detail import ErrorContext, ErrorDetail, RetryAdvice, RetryStrategy
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import new_trace_id
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.resilience.policy import MAIN, REPLAY, tier
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.store.failures import FailureAttempt
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -9,8 +9,8 @@ from graph_ingest.consumers.planner.requests import RequestMessage
 from graph_ingest.dlq.entries import dlq_id_of_position, with_status
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.planning.errors import PlanningError
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_dlq_envelope
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

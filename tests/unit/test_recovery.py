@@ -21,7 +21,6 @@ from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError, KafkaUnavailable
 from graph_ingest.kafka.producer import ProducerMessage
 from graph_ingest.producers.plan_publisher import plan_message
@@ -36,6 +35,7 @@ from graph_ingest.producers.recovery import (
     refusal,
     resume_message,
 )
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.claim_check import CLAIM_CHECK_VERSION, parse_claim_reference
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.settings.recovery import RecoverySettings

@@ -12,12 +12,12 @@ from confluent_kafka import Message
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.consumer import RetryRead
-from graph_ingest.kafka.errors import MalformedHeader
-from graph_ingest.kafka.headers import MessageHeaders, RetryHeaders
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.claim_check import ClaimReference, parse_claim_reference
 from graph_ingest.schemas.codec import decode_plan
+from graph_ingest.schemas.errors import MalformedHeader
+from graph_ingest.schemas.headers import MessageHeaders, RetryHeaders
 
 
 def verified_plan(data: bytes) -> IngestionPlan:

@@ -12,9 +12,9 @@ import hashlib
 import re
 
 from graph_ingest.domain.dlq import DlqEnvelope, DlqStatus
-from graph_ingest.kafka import headers as kafka_headers
-from graph_ingest.kafka.headers import Headers
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_dlq_envelope, encode_dlq_envelope
+from graph_ingest.schemas.headers import Headers
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.store.dlq_index import DlqEntry
 

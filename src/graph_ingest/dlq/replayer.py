@@ -36,10 +36,10 @@ from graph_ingest.dlq.status import set_status
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.operation import ErrorInfo
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import BatchProducer
 from graph_ingest.producers.recovery import is_service_failure
 from graph_ingest.resilience.classify import error_info
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import OperationStore

@@ -30,8 +30,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka.errors import MalformedHeader, translate_kafka_error
-from graph_ingest.kafka.headers import MessageHeaders, RetryHeaders, headers_of
+from graph_ingest.kafka.errors import translate_kafka_error
+from graph_ingest.kafka.headers import headers_of
+from graph_ingest.schemas.errors import MalformedHeader
+from graph_ingest.schemas.headers import MessageHeaders, RetryHeaders
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ import logging
 from confluent_kafka import KafkaError, Message
 
 from graph_ingest.domain.degradation import DegradationEvent
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError
 from graph_ingest.kafka.producer import DeliveryCallback, KafkaProducer
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import encode_degradation_event
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings

@@ -57,12 +57,6 @@ class TopicMismatch(KafkaIngestError):
     code = StatusCode.FAILED_PRECONDITION
 
 
-class MalformedHeader(KafkaIngestError):
-    """A header graph-ingest writes itself is missing, not UTF-8 or not the value it should be."""
-
-    code = StatusCode.INVALID_ARGUMENT
-
-
 def _codes(*names: str) -> frozenset[int]:
     # getattr: a name missing from an older librdkafka must not break the import.
     return frozenset(getattr(KafkaError, n) for n in names if hasattr(KafkaError, n))

@@ -30,8 +30,8 @@ from graph_ingest.domain.fingerprint import canonical_json
 from graph_ingest.domain.request import IngestRequest
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import InvalidTraceparent, TraceParent, parse_traceparent
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import KafkaProducer
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import encode_ingest_request
 from graph_ingest.schemas.errors import EncodeError
 from graph_ingest.schemas.messages import OutboxMessage, message_size

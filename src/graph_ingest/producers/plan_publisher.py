@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.producer import KafkaProducer
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.claim_check import (
     CLAIM_CHECK_CONTENT_TYPE,
     CLAIM_CHECK_VERSION,

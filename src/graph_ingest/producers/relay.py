@@ -33,10 +33,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from graph_ingest.domain.errors import GraphIngestError
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.resilience.backoff import Backoff
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
 from graph_ingest.store.outbox import OutboxFeed, OutboxRow

@@ -22,8 +22,8 @@ from enum import StrEnum
 
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.limits import MAX_ID_LENGTH
-from graph_ingest.kafka import headers as kafka_headers
-from graph_ingest.kafka.headers import Headers
+from graph_ingest.schemas import headers as kafka_headers
+from graph_ingest.schemas.headers import Headers
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.store.submissions import Submission
 

@@ -20,3 +20,13 @@ class DecodeError(CodecError):
 
 class EncodeError(CodecError):
     """A domain value the wire format cannot carry faithfully (naive datetime, int beyond 64 bits)."""
+
+
+class MalformedHeader(GraphIngestError):
+    """A header graph-ingest writes itself is missing, not UTF-8 or not the value it should be.
+
+    Poison like a codec error (the message, not a service, is wrong), and said of Kafka, whose
+    headers they are, so that ``dependency_of`` names the same service as before."""
+
+    code = StatusCode.INVALID_ARGUMENT
+    dependency = "kafka"

@@ -49,7 +49,6 @@ from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.graph.base import GraphWriter
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.resilience.classify import classify, error_info
 from graph_ingest.resilience.policy import (
     BatchAction,
@@ -58,6 +57,7 @@ from graph_ingest.resilience.policy import (
     batch_action,
     lone_plan_action,
 )
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.store.base import OperationStore, UnitOfWork
 from graph_ingest.store.operations import NewOperation
 

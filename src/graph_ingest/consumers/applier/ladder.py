@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from graph_ingest.consumers.plan_message import PlanMessage
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.resilience.policy import MAIN, REPLAY, Location, RouteKind, tier
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.settings import Settings
 from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.store.failures import FailureAttempt

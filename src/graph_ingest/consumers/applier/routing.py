@@ -49,17 +49,17 @@ from graph_ingest.dlq.entries import (
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.trace import new_trace_id
-from graph_ingest.kafka.headers import (
-    RetryHeaders,
-    trace_id_from_headers,
-    with_retry_headers,
-)
 from graph_ingest.resilience.policy import (
     RouteKind,
     retry_advice,
     route,
 )
 from graph_ingest.schemas.codec import decode_dlq_envelope
+from graph_ingest.schemas.headers import (
+    RetryHeaders,
+    trace_id_from_headers,
+    with_retry_headers,
+)
 from graph_ingest.schemas.messages import dlq_envelope, retry_copy
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.dlq_index import DlqEntry

@@ -42,7 +42,6 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.consumer import Partition, PlanConsumer, RetryRead
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
-from graph_ingest.kafka.headers import MessageHeaders
 from graph_ingest.kafka.reader import read_at
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.producers.replans import (
@@ -53,6 +52,7 @@ from graph_ingest.producers.replans import (
     resubmitted_request,
 )
 from graph_ingest.schemas.codec import decode_operation
+from graph_ingest.schemas.headers import MessageHeaders
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import OperationStore

@@ -28,10 +28,10 @@ from graph_ingest.dlq.entries import dlq_id_of_position, dlq_message, entry_of
 from graph_ingest.domain.dlq import AttemptRecord, DlqStatus
 from graph_ingest.domain.error_detail import ErrorContext
 from graph_ingest.domain.trace import new_trace_id
-from graph_ingest.kafka.headers import trace_id_from_headers
 from graph_ingest.resilience.classify import error_detail
 from graph_ingest.resilience.policy import TO_DLQ, retry_advice
 from graph_ingest.schemas.codec import decode_dlq_envelope
+from graph_ingest.schemas.headers import trace_id_from_headers
 from graph_ingest.schemas.messages import OutboxMessage, dlq_envelope
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.dlq_index import DlqEntry

@@ -10,10 +10,10 @@ from graph_ingest.dlq.entries import replayed_from
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.request import IngestRequest
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka import headers as kafka_headers
 from graph_ingest.kafka.consumer import RetryRead
-from graph_ingest.kafka.headers import MessageHeaders
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_ingest_request
+from graph_ingest.schemas.headers import MessageHeaders
 
 
 @dataclass(frozen=True, slots=True)
