@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert, PropertyValue
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind
 from graph_ingest.domain.state import DocumentState, EntityRegistration
-from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.schemas.plan_messages import plan_message
 
 SPACE = "bench"
 EDGE_TYPE = "LINKS"

@@ -10,10 +10,10 @@ import pytest
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
-from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.claim_check import parse_claim_reference
 from graph_ingest.schemas.codec import encode_plan
+from graph_ingest.schemas.plan_messages import sized_plan_message
 from graph_ingest.settings import Settings
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end

@@ -29,10 +29,10 @@ from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import new_trace_id
-from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.schemas.headers import RetryHeaders
+from graph_ingest.schemas.plan_messages import plan_message
 from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from graph_ingest.store.plan_claims import PlanClaim
+from graph_ingest.schemas.claim_check import PlanClaim
 from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.store.submissions import Submission
 from tests.integration.test_postgres_store import pg, store

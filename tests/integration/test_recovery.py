@@ -28,9 +28,9 @@ from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import encode_operation
+from graph_ingest.schemas.plan_messages import plan_message
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.errors import StoreError

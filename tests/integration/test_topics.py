@@ -18,8 +18,9 @@ from graph_ingest.kafka.admin import (
     topic_config,
 )
 from graph_ingest.kafka.errors import TopicMismatch
-from graph_ingest.producers.plan_publisher import PLAN_CONTENT_TYPE, PlanPublisher
+from graph_ingest.producers.plan_publisher import PlanPublisher
 from graph_ingest.schemas.codec import decode_plan
+from graph_ingest.schemas.plan_messages import PLAN_CONTENT_TYPE
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
 from tests.kafka_messages import message_fields

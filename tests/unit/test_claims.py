@@ -7,12 +7,11 @@ import pytest
 from graph_ingest.consumers.applier.claims import resolve_claims
 from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.schemas import headers as kafka_headers
-from graph_ingest.schemas.claim_check import ClaimReference, parse_claim_reference
+from graph_ingest.schemas.claim_check import ClaimReference, PlanClaim, parse_claim_reference
 from graph_ingest.schemas.codec import DecodeError, encode_plan
 from graph_ingest.schemas.messages import message_size
-from graph_ingest.store.plan_claims import PlanClaim
+from graph_ingest.schemas.plan_messages import sized_plan_message
 from tests.unit.plans import plan_for
 
 pytestmark = pytest.mark.timeout(30)

@@ -19,9 +19,9 @@ from graph_ingest.dlq.replay import (
 )
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.stages import Stage
-from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_dlq_envelope, encode_plan
+from graph_ingest.schemas.plan_messages import plan_message
 from tests.unit.dlq_entries import committed, entry_for, operation_of
 from tests.unit.dlq_envelopes import TRACE_ID
 from tests.unit.plans import plan_for

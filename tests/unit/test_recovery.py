@@ -23,7 +23,6 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.errors import KafkaIngestError, KafkaUnavailable
 from graph_ingest.kafka.producer import ProducerMessage
-from graph_ingest.producers.plan_publisher import plan_message
 from graph_ingest.producers.recovery import (
     RECOVERABLE_STAGES,
     Action,
@@ -36,10 +35,10 @@ from graph_ingest.producers.recovery import (
     resume_message,
 )
 from graph_ingest.schemas import headers as kafka_headers
-from graph_ingest.schemas.claim_check import CLAIM_CHECK_VERSION, parse_claim_reference
+from graph_ingest.schemas.claim_check import CLAIM_CHECK_VERSION, PlanClaim, parse_claim_reference
 from graph_ingest.schemas.codec import encode_plan
+from graph_ingest.schemas.plan_messages import plan_message
 from graph_ingest.settings.recovery import RecoverySettings
-from graph_ingest.store.plan_claims import PlanClaim
 from graph_ingest.store.recovery import RecoveryClaim
 from tests.unit.plans import operation_of as plan_operation
 from tests.unit.plans import plan_for

@@ -38,13 +38,13 @@ from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
-from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.producers.replans import resubmitted_request
 from graph_ingest.schemas import headers as kafka_headers
+from graph_ingest.schemas.claim_check import PlanClaim
 from graph_ingest.schemas.codec import decode_ingest_request, decode_plan
 from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.schemas.plan_messages import sized_plan_message
 from graph_ingest.store.dlq_index import DlqEntry
-from graph_ingest.store.plan_claims import PlanClaim
 
 
 class PlanSource(StrEnum):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,106 +19,16 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.producer import KafkaProducer
-from graph_ingest.schemas import headers as kafka_headers
-from graph_ingest.schemas.claim_check import (
-    CLAIM_CHECK_CONTENT_TYPE,
-    CLAIM_CHECK_VERSION,
-    ClaimReference,
-)
-from graph_ingest.schemas.codec import encode_plan
-from graph_ingest.schemas.messages import OutboxMessage, message_size
+from graph_ingest.schemas.plan_messages import plan_message
 from graph_ingest.settings import Settings
-from graph_ingest.store.plan_claims import PlanClaim
 
 logger = logging.getLogger(__name__)
-
-PLAN_CONTENT_TYPE = "application/vnd.graph-ingest.plan+avro;v=1"
-
-
-class PlanPublishError(GraphIngestError):
-    """A plan could not be published as given (it is not what its fingerprint says)."""
-
-    code = StatusCode.INVALID_ARGUMENT
 
 
 class PlanFileError(GraphIngestError):
     """A plan file that cannot be read, parsed or validated; the message names file and field."""
 
     code = StatusCode.INVALID_ARGUMENT
-
-
-def plan_message(
-    plan: IngestionPlan,
-    topic: str,
-    *,
-    value: bytes | None = None,
-    headers: Mapping[str, str] | None = None,
-    claim: ClaimReference | None = None,
-) -> OutboxMessage:
-    """The Kafka message of a plan (also usable as an outbox row): verified, encoded, keyed.
-
-    ``value`` may pass already-encoded bytes of this plan (e.g. the stored frozen plan) to avoid
-    re-encoding. ``headers`` are added to the plan's own (which they cannot replace). ``claim``:
-    the plan is stored in PostgreSQL (``schemas.claim_check``); the message carries this
-    reference instead of the plan.
-    """
-    try:
-        plan.verify_fingerprint()
-    except GraphIngestError as exc:
-        raise PlanPublishError(
-            f"refusing to publish plan {plan.operation_id}: {exc}", code=exc.code
-        ) from exc
-    own = {
-        kafka_headers.OPERATION_ID: plan.operation_id,
-        kafka_headers.FINGERPRINT: plan.fingerprint,
-        kafka_headers.CONTENT_TYPE: PLAN_CONTENT_TYPE,
-    }
-    if claim is not None:
-        if claim.key != (plan.operation_id, plan.fingerprint):
-            raise PlanPublishError(
-                f"claim check {claim.key} does not name plan {plan.operation_id}"
-            )
-        value = claim.encode()
-        own[kafka_headers.CONTENT_TYPE] = CLAIM_CHECK_CONTENT_TYPE
-        own[kafka_headers.CLAIM_CHECK] = CLAIM_CHECK_VERSION
-    return OutboxMessage(
-        topic=topic,
-        key=plan.key.encode("utf-8"),
-        value=encode_plan(plan) if value is None else value,
-        headers={**(headers or {}), **own},
-        operation_id=plan.operation_id,
-    )
-
-
-def sized_plan_message(
-    plan: IngestionPlan,
-    topic: str,
-    *,
-    value: bytes,
-    max_bytes: int,
-    headers: Mapping[str, str] | None = None,
-) -> tuple[OutboxMessage, PlanClaim | None]:
-    """The message that sends the plan encoded as ``value`` to ``topic``: the plan itself when
-    the message fits ``max_bytes`` (``topics.max_message_bytes``), else a claim-check reference
-    and the claim to store (first writer wins) before the message is published.
-
-    Every publisher of plan bytes decides here: the planner, resume and recover, DLQ replay and
-    the release of parked plans."""
-    message = plan_message(plan, topic, value=value, headers=headers)
-    if message_size(message) <= max_bytes:
-        return message, None
-    reference = ClaimReference(plan.operation_id, plan.fingerprint, len(value))
-    logger.info(
-        "%s plan op=%s is %d bytes, over %d: sent as a claim-check reference",
-        topic,
-        plan.operation_id,
-        len(value),
-        max_bytes,
-    )
-    return (
-        plan_message(plan, topic, headers=headers, claim=reference),
-        PlanClaim(plan.operation_id, plan.fingerprint, value),
-    )
 
 
 class PlanPublisher:
@@ -227,11 +137,7 @@ def _describe(exc: ValidationError) -> str:
 
 
 __all__ = [
-    "PLAN_CONTENT_TYPE",
     "PlanFileError",
-    "PlanPublishError",
     "PlanPublisher",
     "load_plan_file",
-    "plan_message",
-    "sized_plan_message",
 ]

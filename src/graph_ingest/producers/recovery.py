@@ -35,14 +35,14 @@ from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.producer import BatchProducer
-from graph_ingest.producers.plan_publisher import sized_plan_message
 from graph_ingest.resilience.classify import error_info
 from graph_ingest.resilience.policy import FailureScope, scope_of
 from graph_ingest.schemas import headers as kafka_headers
+from graph_ingest.schemas.claim_check import PlanClaim
 from graph_ingest.schemas.codec import decode_plan
 from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.schemas.plan_messages import sized_plan_message
 from graph_ingest.settings.recovery import RecoverySettings
-from graph_ingest.store.plan_claims import PlanClaim
 from graph_ingest.store.recovery import RecoveryClaim, RecoveryStore
 
 log = logging.getLogger(__name__)

@@ -45,6 +45,19 @@ class ClaimReference:
         ).encode("utf-8")
 
 
+@dataclass(frozen=True, slots=True)
+class PlanClaim:
+    """A frozen plan too large for the plans topic, kept for the applier (the claim check)."""
+
+    operation_id: str
+    fingerprint: str
+    plan_bytes: bytes
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.operation_id, self.fingerprint)
+
+
 def parse_claim_reference(data: bytes) -> ClaimReference:
     """The reference in a claim-check event's value; DecodeError (raw bytes kept) if it is none."""
     try:
@@ -69,5 +82,6 @@ __all__ = [
     "CLAIM_CHECK_CONTENT_TYPE",
     "CLAIM_CHECK_VERSION",
     "ClaimReference",
+    "PlanClaim",
     "parse_claim_reference",
 ]

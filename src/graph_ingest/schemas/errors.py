@@ -30,3 +30,9 @@ class MalformedHeader(GraphIngestError):
 
     code = StatusCode.INVALID_ARGUMENT
     dependency = "kafka"
+
+
+class PlanPublishError(GraphIngestError):
+    """A plan could not be published as given (it is not what its fingerprint says)."""
+
+    code = StatusCode.INVALID_ARGUMENT

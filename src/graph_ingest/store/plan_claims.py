@@ -7,21 +7,9 @@ the plan back by (operation id, fingerprint).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
-
-@dataclass(frozen=True, slots=True)
-class PlanClaim:
-    """A frozen plan too large for the plans topic, kept for the applier (the claim check)."""
-
-    operation_id: str
-    fingerprint: str
-    plan_bytes: bytes
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.operation_id, self.fingerprint)
+from graph_ingest.schemas.claim_check import PlanClaim
 
 
 class PlanClaimWriter(Protocol):
@@ -39,4 +27,4 @@ class PlanClaimReader(Protocol):
         ...
 
 
-__all__ = ["PlanClaim", "PlanClaimReader", "PlanClaimWriter"]
+__all__ = ["PlanClaimReader", "PlanClaimWriter"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from graph_ingest.store.plan_claims import PlanClaim
+from graph_ingest.schemas.claim_check import PlanClaim
 from graph_ingest.store.postgres.params import Columns, key_columns
 from graph_ingest.store.postgres.session import PooledReads, TransactionSession
 from graph_ingest.store.postgres.translate import translated

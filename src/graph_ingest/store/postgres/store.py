@@ -17,10 +17,10 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from graph_ingest.schemas.claim_check import PlanClaim
 from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.operations import OperationEventEncoder
-from graph_ingest.store.plan_claims import PlanClaim
 from graph_ingest.store.postgres.dlq_index import PostgresDlqIndexReader
 from graph_ingest.store.postgres.documents import PostgresDocumentReader
 from graph_ingest.store.postgres.operations import PostgresOperationReader
