@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from graph_ingest.domain.trace import parse_traceparent
-from graph_ingest.producers.ingest_producer import IngestProducer, RequestRefused
+from graph_ingest.producers.ingest_producer import IngestProducer
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_ingest_request
+from graph_ingest.schemas.errors import RequestRefused
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
 from tests.unit.requests import request

@@ -11,9 +11,10 @@ from confluent_kafka import Producer
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import parse_traceparent
-from graph_ingest.producers.ingest_producer import IngestProducer, request_message
+from graph_ingest.producers.ingest_producer import IngestProducer
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_plan
+from graph_ingest.schemas.request_messages import request_message
 from graph_ingest.store.dlq_index import DlqQuery
 from graph_ingest.store.submissions import Submission
 from graph_ingest.waiting import wait_until

@@ -5,14 +5,11 @@ from __future__ import annotations
 import pytest
 
 from graph_ingest.domain.trace import parse_traceparent
-from graph_ingest.producers.ingest_producer import (
-    RequestRefused,
-    request_message,
-    submission_id_of,
-)
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_ingest_request
+from graph_ingest.schemas.errors import RequestRefused
 from graph_ingest.schemas.messages import message_size
+from graph_ingest.schemas.request_messages import request_message, submission_id_of
 from tests.unit.requests import candidates, request
 
 pytestmark = pytest.mark.timeout(30)

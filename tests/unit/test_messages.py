@@ -8,8 +8,9 @@ import pytest
 
 from graph_ingest.domain.dlq import MAX_ATTEMPT_HISTORY
 from graph_ingest.domain.ids import document_key
-from graph_ingest.producers.replans import ReplanMark, replan_marks, resubmitted_request
+from graph_ingest.producers.replans import ReplanMark, replan_marks
 from graph_ingest.schemas.messages import OutboxMessage, dlq_envelope, message_size, retry_copy
+from graph_ingest.schemas.request_messages import resubmitted_request
 from tests.unit.dlq_envelopes import AT, attempt, envelope
 
 pytestmark = pytest.mark.timeout(30)

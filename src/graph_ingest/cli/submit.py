@@ -16,8 +16,8 @@ from graph_ingest.cli.params import Duration
 from graph_ingest.domain.request import IngestRequest, RequestKind, StaleRelationPolicy
 from graph_ingest.planning.graph_schema import load_graph_schema
 from graph_ingest.producers.follow import Followed
-from graph_ingest.producers.ingest_producer import Submitted
 from graph_ingest.producers.request_files import RequestDefaults, read_requests
+from graph_ingest.schemas.request_messages import Submitted
 from graph_ingest.settings import Settings
 
 # Requests handed to the producer per flush (one acknowledgement wait each).
@@ -193,7 +193,8 @@ def _send_and_report(
     timeout_s: float,
     as_json: bool,
 ) -> None:
-    from graph_ingest.producers.ingest_producer import IngestProducer, request_message
+    from graph_ingest.producers.ingest_producer import IngestProducer
+    from graph_ingest.schemas.request_messages import request_message
 
     for request in requests:  # every one checked before the first is sent
         request_message(

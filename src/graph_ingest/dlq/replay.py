@@ -38,12 +38,12 @@ from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState
-from graph_ingest.producers.replans import resubmitted_request
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.claim_check import PlanClaim
 from graph_ingest.schemas.codec import decode_ingest_request, decode_plan
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.schemas.plan_messages import sized_plan_message
+from graph_ingest.schemas.request_messages import resubmitted_request
 from graph_ingest.store.dlq_index import DlqEntry
 
 

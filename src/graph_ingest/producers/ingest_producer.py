@@ -20,85 +20,15 @@ puts a child of it on the plan, so the trace id follows the document through eve
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from graph_ingest.domain.errors import GraphIngestError
-from graph_ingest.domain.fingerprint import canonical_json
 from graph_ingest.domain.request import IngestRequest
-from graph_ingest.domain.status import StatusCode
-from graph_ingest.domain.trace import InvalidTraceparent, TraceParent, parse_traceparent
 from graph_ingest.kafka.producer import KafkaProducer
-from graph_ingest.schemas import headers as kafka_headers
-from graph_ingest.schemas.codec import encode_ingest_request
-from graph_ingest.schemas.errors import EncodeError
-from graph_ingest.schemas.messages import OutboxMessage, message_size
+from graph_ingest.schemas.request_messages import Submitted, request_message
 from graph_ingest.settings import Settings
 
 logger = logging.getLogger(__name__)
-
-REQUEST_CONTENT_TYPE = "application/vnd.graph-ingest.ingest-request+avro;v=1"
-
-
-class RequestRefused(GraphIngestError):
-    """A request that cannot be sent as it is (too large, not encodable, a bad traceparent);
-    nothing of the call it came in was sent."""
-
-    code = StatusCode.INVALID_ARGUMENT
-
-
-def submission_id_of(request: IngestRequest) -> str:
-    """The id ``submit`` returns for ``request``: its operation id, else ``sub-`` and a hash of
-    its whole content (RFC 8785 canonical JSON), so that equal requests get equal ids."""
-    if request.operation_id is not None:
-        return request.operation_id
-    digest = hashlib.sha256(canonical_json(request.model_dump(mode="json"))).hexdigest()
-    return f"sub-{digest[:32]}"
-
-
-@dataclass(frozen=True, slots=True)
-class Submitted:
-    """A request the broker has acknowledged."""
-
-    submission_id: str
-    key: str
-    trace_id: str
-
-
-def request_message(
-    request: IngestRequest, topic: str, *, max_bytes: int, traceparent: str | None = None
-) -> tuple[OutboxMessage, Submitted]:
-    """The Kafka message of ``request`` (key ``space/documentId``) and what ``submit`` reports
-    of it; RequestRefused when it cannot be sent."""
-    try:
-        value = encode_ingest_request(request)
-    except EncodeError as exc:
-        raise RequestRefused(f"ingest request {request.key}: {exc}") from exc
-    try:
-        parent = TraceParent.new() if traceparent is None else parse_traceparent(traceparent)
-    except InvalidTraceparent as exc:
-        raise RequestRefused(f"ingest request {request.key}: {exc}") from exc
-    submission = Submitted(submission_id_of(request), request.key, parent.trace_id)
-    message = OutboxMessage(
-        topic=topic,
-        key=request.key.encode("utf-8"),
-        value=value,
-        headers={
-            kafka_headers.SUBMISSION_ID: submission.submission_id,
-            kafka_headers.TRACEPARENT: parent.header_value(),
-            kafka_headers.CONTENT_TYPE: REQUEST_CONTENT_TYPE,
-        },
-        operation_id=request.operation_id,
-    )
-    size = message_size(message)
-    if size > max_bytes:
-        raise RequestRefused(
-            f"ingest request {request.key} is {size} bytes; {topic} takes at most {max_bytes} "
-            "(TOPICS__MAX_MESSAGE_BYTES): send the document as content_ref with content_hash"
-        )
-    return message, submission
 
 
 class IngestProducer:
@@ -160,10 +90,5 @@ class IngestProducer:
 
 
 __all__ = [
-    "REQUEST_CONTENT_TYPE",
     "IngestProducer",
-    "RequestRefused",
-    "Submitted",
-    "request_message",
-    "submission_id_of",
 ]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -24,13 +23,8 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.limits import MAX_ID_LENGTH
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.headers import Headers
-from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.schemas.request_messages import carried_headers
 from graph_ingest.store.submissions import Submission
-
-# Headers a request re-submitted for a replan does not carry over from the copy it was read from.
-_NOT_CARRIED = frozenset(
-    {kafka_headers.REPLAN_OF, kafka_headers.REPLAN_ATTEMPT, kafka_headers.DLQ_REPLAY}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +53,6 @@ def replan_mark(headers: Headers) -> ReplanMark | None:
     return ReplanMark(replan_of, int(attempt))
 
 
-def carried_headers(headers: Headers) -> dict[str, str]:
-    """The headers a request submitted again (a replan, a DLQ replay) keeps of the copy it is made
-    of: the request's own (submission id, traceparent, content type), not how that copy came."""
-    return {
-        key: value.decode("utf-8", "replace")
-        for key, value in headers or ()
-        if value is not None and key not in _NOT_CARRIED
-    }
-
-
 def replan_marks(mark: ReplanMark) -> dict[str, str]:
     """The headers that make a re-submitted request a replan."""
     return {
@@ -80,21 +64,6 @@ def replan_marks(mark: ReplanMark) -> dict[str, str]:
 def replan_headers(headers: Headers, mark: ReplanMark) -> dict[str, str]:
     """The headers of the re-submitted request: its own (``carried_headers``) and the replan's."""
     return {**carried_headers(headers), **replan_marks(mark)}
-
-
-def resubmitted_request(
-    topic: str,
-    key: bytes | None,
-    value: bytes | None,
-    headers: Headers,
-    marks: Mapping[str, str],
-) -> OutboxMessage:
-    """An ingest request submitted again (a replan, a DLQ replay): its key and value as it was
-    submitted, the headers it keeps of that copy (``carried_headers``) and ``marks``, which say
-    why it is sent again (``replan_marks``, or the ``dlq_replay`` entry)."""
-    return OutboxMessage(
-        topic=topic, key=key, value=value or b"", headers={**carried_headers(headers), **marks}
-    )
 
 
 def replan_operation_id(operation_id: str, attempt: int) -> str:
@@ -160,12 +129,10 @@ def replan_standing(
 __all__ = [
     "ConflictAction",
     "ReplanMark",
-    "carried_headers",
     "on_conflict",
     "replan_headers",
     "replan_mark",
     "replan_marks",
     "replan_operation_id",
     "replan_standing",
-    "resubmitted_request",
 ]

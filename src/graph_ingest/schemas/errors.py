@@ -36,3 +36,10 @@ class PlanPublishError(GraphIngestError):
     """A plan could not be published as given (it is not what its fingerprint says)."""
 
     code = StatusCode.INVALID_ARGUMENT
+
+
+class RequestRefused(GraphIngestError):
+    """A request that cannot be sent as it is (too large, not encodable, a bad traceparent);
+    nothing of the call it came in was sent."""
+
+    code = StatusCode.INVALID_ARGUMENT

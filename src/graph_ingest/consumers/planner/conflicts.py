@@ -49,11 +49,11 @@ from graph_ingest.producers.replans import (
     ReplanMark,
     on_conflict,
     replan_marks,
-    resubmitted_request,
 )
 from graph_ingest.schemas.codec import decode_operation
 from graph_ingest.schemas.headers import MessageHeaders
 from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.schemas.request_messages import resubmitted_request
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import OperationStore
 from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission

@@ -17,7 +17,6 @@ from graph_ingest.domain.candidates import ExtractionIssue
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.trace import TraceParent, new_trace_id
 from graph_ingest.planning.request_planner import PlannedRequest
-from graph_ingest.producers.ingest_producer import submission_id_of
 from graph_ingest.producers.replans import ConflictAction, ReplanMark
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.claim_check import PlanClaim
@@ -25,6 +24,7 @@ from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.schemas.headers import trace_id_from_headers
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.schemas.plan_messages import sized_plan_message
+from graph_ingest.schemas.request_messages import submission_id_of
 from graph_ingest.settings.kafka import TopicSettings
 from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission, submission_issues
