@@ -12,10 +12,11 @@ import pytest
 
 from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.kafka.admin import create_topics, delete_topics, topic_specs
-from graph_ingest.kafka.degradation import DEGRADATION_CONTENT_TYPE, DegradationPublisher
+from graph_ingest.kafka.degradation import DegradationPublisher
 from graph_ingest.resilience.breaker import BreakerState
 from graph_ingest.resilience.degradation import DegradationMonitor
 from graph_ingest.schemas.codec import decode_degradation_event
+from graph_ingest.schemas.messages import DEGRADATION_CONTENT_TYPE
 from graph_ingest.settings import Settings
 from graph_ingest.settings.kafka import KafkaSettings
 from tests.kafka_messages import read_to_end

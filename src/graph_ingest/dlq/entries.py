@@ -15,7 +15,6 @@ from graph_ingest.domain.dlq import DlqEnvelope, DlqStatus
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_dlq_envelope, encode_dlq_envelope
 from graph_ingest.schemas.headers import Headers
-from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.store.dlq_index import DlqEntry
 
 
@@ -85,22 +84,6 @@ def _document_of(key: bytes | None) -> tuple[str | None, str | None]:
     return space, document_id
 
 
-def dlq_message(dlq_topic: str, entry: DlqEntry) -> OutboxMessage:
-    """The DLQ-topic message of an entry's newest envelope (keyed by DLQ id: the topic's newest
-    message of a key is the entry)."""
-    return OutboxMessage(
-        topic=dlq_topic,
-        key=entry.dlq_id.encode("utf-8"),
-        value=entry.envelope,
-        headers={
-            kafka_headers.DLQ_ID: entry.dlq_id,
-            kafka_headers.DLQ_STATUS: entry.status.value,
-            kafka_headers.ERROR_CODE: entry.code.value,
-        },
-        operation_id=entry.operation_id,
-    )
-
-
 def with_status(entry: DlqEntry, status: DlqStatus, note: str) -> DlqEntry:
     """The entry with a new status (replayed, resolved) and why, its envelope re-encoded."""
     return entry_of(entry.dlq_id, decode_dlq_envelope(entry.envelope).with_status(status, note))
@@ -109,7 +92,6 @@ def with_status(entry: DlqEntry, status: DlqStatus, note: str) -> DlqEntry:
 __all__ = [
     "dlq_id_of_operation",
     "dlq_id_of_position",
-    "dlq_message",
     "entry_of",
     "replayed_from",
     "with_status",

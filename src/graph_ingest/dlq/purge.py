@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from graph_ingest.dlq.entries import dlq_message, with_status
+from graph_ingest.dlq.entries import with_status
 from graph_ingest.dlq.errors import DlqEntryNotFound, DlqRefused
 from graph_ingest.dlq.status import MAX_NOTE_LENGTH
 from graph_ingest.domain.admission import path_to
@@ -24,6 +24,7 @@ from graph_ingest.domain.limits import bounded_text
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.schemas.messages import dlq_message
 from graph_ingest.store.base import OperationStore
 from graph_ingest.store.dlq_index import DlqEntry
 

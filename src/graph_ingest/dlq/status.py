@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from graph_ingest.dlq.entries import dlq_message, with_status
+from graph_ingest.dlq.entries import with_status
 from graph_ingest.dlq.errors import DlqEntryNotFound
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.limits import MAX_ERROR_MESSAGE_LENGTH, bounded_text
+from graph_ingest.schemas.messages import dlq_message
 from graph_ingest.store.base import OperationStore
 from graph_ingest.store.dlq_index import DlqEntry
 

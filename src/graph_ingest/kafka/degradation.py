@@ -19,26 +19,12 @@ from confluent_kafka import KafkaError, Message
 from graph_ingest.domain.degradation import DegradationEvent
 from graph_ingest.kafka.errors import KafkaIngestError
 from graph_ingest.kafka.producer import DeliveryCallback, KafkaProducer
-from graph_ingest.schemas import headers as kafka_headers
-from graph_ingest.schemas.codec import encode_degradation_event
-from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.schemas.messages import degradation_message
 from graph_ingest.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-DEGRADATION_CONTENT_TYPE = "application/vnd.graph-ingest.degradation-event+avro;v=1"
 TELEMETRY_FLUSH_TIMEOUT_S = 5.0
-
-
-def degradation_message(event: DegradationEvent, topic: str) -> OutboxMessage:
-    """The Kafka message of a degradation event: keyed by worker id, so a worker's events keep
-    their order on one partition."""
-    return OutboxMessage(
-        topic=topic,
-        key=event.worker_id.encode("utf-8"),
-        value=encode_degradation_event(event),
-        headers={kafka_headers.CONTENT_TYPE: DEGRADATION_CONTENT_TYPE},
-    )
 
 
 class DegradationPublisher:
@@ -107,8 +93,6 @@ class DegradationPublisher:
 
 
 __all__ = [
-    "DEGRADATION_CONTENT_TYPE",
     "TELEMETRY_FLUSH_TIMEOUT_S",
     "DegradationPublisher",
-    "degradation_message",
 ]

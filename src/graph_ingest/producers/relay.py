@@ -36,8 +36,7 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.resilience.backoff import Backoff
-from graph_ingest.schemas import headers as kafka_headers
-from graph_ingest.schemas.messages import OutboxMessage
+from graph_ingest.schemas.messages import OutboxMessage, outbox_message
 from graph_ingest.settings import Settings
 from graph_ingest.store.outbox import OutboxFeed, OutboxRow
 from graph_ingest.store.postgres.outbox import PostgresOutboxFeed
@@ -51,31 +50,6 @@ def advisory_lock_key(schema_name: str) -> int:
     """The bigint advisory-lock key of the relay of one schema (stable across processes)."""
     digest = hashlib.blake2b(f"graph-ingest:outbox-relay:{schema_name}".encode(), digest_size=8)
     return int.from_bytes(digest.digest(), "big", signed=True)
-
-
-def outbox_message(
-    topic: str,
-    key: bytes | None,
-    value: bytes,
-    headers: Mapping[str, Any] | None,
-    operation_id: str | None,
-    sequence: int | None,
-) -> OutboxMessage:
-    """An outbox row as a Kafka message. JSONB header values become strings; ``operation_id`` and
-    ``sequence`` are added as headers from their columns unless the row's headers carry them."""
-    out = {str(k): v if isinstance(v, str) else str(v) for k, v in (headers or {}).items()}
-    if operation_id is not None:
-        out.setdefault(kafka_headers.OPERATION_ID, operation_id)
-    if sequence is not None:
-        out.setdefault(kafka_headers.SEQUENCE, str(sequence))
-    return OutboxMessage(
-        topic=topic,
-        key=bytes(key) if key is not None else None,
-        value=bytes(value),
-        headers=out,
-        operation_id=operation_id,
-        sequence=sequence,
-    )
 
 
 class OutboxRelay:
@@ -321,4 +295,4 @@ class OutboxRelay:
         return self._on_feed(lambda feed: feed.mark_published(ids))
 
 
-__all__ = ["OutboxRelay", "advisory_lock_key", "outbox_message"]
+__all__ = ["OutboxRelay", "advisory_lock_key"]

@@ -1,23 +1,38 @@
 """The messages graph-ingest publishes, as they leave: topic, key, value and headers, and the
-builders of those whose wire form needs nothing above this layer.
+builders of the kinds that need no module of their own.
 
 Every producer path (the outbox relay, the producers, the degradation publisher) sends an
-:class:`OutboxMessage`; a builder here makes the message of one kind, so that each path builds
-that kind the same way. The builders of the kinds that carry our own header names (plans, DLQ
-messages, ingest requests, degradation events) live beside those names, above this layer.
+:class:`OutboxMessage`; a builder makes the message of one kind, so that each path builds that
+kind the same way. Here: an outbox row (an operation event, or any row the relay drains), a
+failed plan's retry-tier copy, a DLQ envelope and its DLQ-topic message, a degradation event.
+Plans are built in ``schemas.plan_messages``, ingest requests (first sent or sent again) in
+``schemas.request_messages``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Protocol
 
-from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope, MessageHeader, append_attempt
+from graph_ingest.domain.degradation import DegradationEvent
+from graph_ingest.domain.dlq import (
+    AttemptRecord,
+    DlqEnvelope,
+    DlqStatus,
+    MessageHeader,
+    append_attempt,
+)
 from graph_ingest.domain.limits import storable_text
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.schemas import headers as kafka_headers
+from graph_ingest.schemas.codec import encode_degradation_event
 
 log = logging.getLogger(__name__)
+
+DEGRADATION_CONTENT_TYPE = "application/vnd.graph-ingest.degradation-event+avro;v=1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,4 +127,82 @@ def dlq_envelope(
     )
 
 
-__all__ = ["OutboxMessage", "dlq_envelope", "message_size", "retry_copy"]
+def outbox_message(
+    topic: str,
+    key: bytes | None,
+    value: bytes,
+    headers: Mapping[str, Any] | None,
+    operation_id: str | None,
+    sequence: int | None,
+) -> OutboxMessage:
+    """An outbox row as a Kafka message. JSONB header values become strings; ``operation_id`` and
+    ``sequence`` are added as headers from their columns unless the row's headers carry them."""
+    out = {str(k): v if isinstance(v, str) else str(v) for k, v in (headers or {}).items()}
+    if operation_id is not None:
+        out.setdefault(kafka_headers.OPERATION_ID, operation_id)
+    if sequence is not None:
+        out.setdefault(kafka_headers.SEQUENCE, str(sequence))
+    return OutboxMessage(
+        topic=topic,
+        key=bytes(key) if key is not None else None,
+        value=bytes(value),
+        headers=out,
+        operation_id=operation_id,
+        sequence=sequence,
+    )
+
+
+class DlqEntryFields(Protocol):
+    """What a DLQ-topic message is made of: the fields it reads of a DLQ index row
+    (``store.dlq_index.DlqEntry``), which the wire cannot import."""
+
+    @property
+    def dlq_id(self) -> str: ...
+    @property
+    def status(self) -> DlqStatus: ...
+    @property
+    def code(self) -> StatusCode: ...
+    @property
+    def operation_id(self) -> str | None: ...
+    @property
+    def envelope(self) -> bytes: ...
+
+
+def dlq_message(dlq_topic: str, entry: DlqEntryFields) -> OutboxMessage:
+    """The DLQ-topic message of an entry's newest envelope (keyed by DLQ id: the topic's newest
+    message of a key is the entry)."""
+    return OutboxMessage(
+        topic=dlq_topic,
+        key=entry.dlq_id.encode("utf-8"),
+        value=entry.envelope,
+        headers={
+            kafka_headers.DLQ_ID: entry.dlq_id,
+            kafka_headers.DLQ_STATUS: entry.status.value,
+            kafka_headers.ERROR_CODE: entry.code.value,
+        },
+        operation_id=entry.operation_id,
+    )
+
+
+def degradation_message(event: DegradationEvent, topic: str) -> OutboxMessage:
+    """The Kafka message of a degradation event: keyed by worker id, so a worker's events keep
+    their order on one partition."""
+    return OutboxMessage(
+        topic=topic,
+        key=event.worker_id.encode("utf-8"),
+        value=encode_degradation_event(event),
+        headers={kafka_headers.CONTENT_TYPE: DEGRADATION_CONTENT_TYPE},
+    )
+
+
+__all__ = [
+    "DEGRADATION_CONTENT_TYPE",
+    "DlqEntryFields",
+    "OutboxMessage",
+    "degradation_message",
+    "dlq_envelope",
+    "dlq_message",
+    "message_size",
+    "outbox_message",
+    "retry_copy",
+]

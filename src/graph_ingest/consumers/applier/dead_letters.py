@@ -11,11 +11,12 @@ from datetime import datetime
 
 from graph_ingest import __version__
 from graph_ingest.consumers.plan_message import PlanMessage
-from graph_ingest.dlq.entries import dlq_message, entry_of
+from graph_ingest.dlq.entries import entry_of
 from graph_ingest.domain.dlq import AttemptRecord, DlqEnvelope
 from graph_ingest.domain.error_detail import ErrorContext, ErrorDetail, RetryAdvice
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage
+from graph_ingest.schemas.messages import dlq_message
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.failures import FailureAttempt
 

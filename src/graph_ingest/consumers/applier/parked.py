@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from graph_ingest.consumers.applier.ladder import Ladder
-from graph_ingest.dlq.entries import dlq_message, with_status
+from graph_ingest.dlq.entries import with_status
 from graph_ingest.domain.admission import orphan_reason
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_plan
+from graph_ingest.schemas.messages import dlq_message
 from graph_ingest.schemas.plan_messages import sized_plan_message
 from graph_ingest.store.base import UnitOfWork
 

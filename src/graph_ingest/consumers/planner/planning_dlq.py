@@ -24,7 +24,7 @@ from datetime import datetime
 
 from graph_ingest import __version__
 from graph_ingest.consumers.planner.requests import RequestMessage
-from graph_ingest.dlq.entries import dlq_id_of_position, dlq_message, entry_of
+from graph_ingest.dlq.entries import dlq_id_of_position, entry_of
 from graph_ingest.domain.dlq import AttemptRecord, DlqStatus
 from graph_ingest.domain.error_detail import ErrorContext
 from graph_ingest.domain.trace import new_trace_id
@@ -32,7 +32,7 @@ from graph_ingest.resilience.classify import error_detail
 from graph_ingest.resilience.policy import TO_DLQ, retry_advice
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.schemas.headers import trace_id_from_headers
-from graph_ingest.schemas.messages import OutboxMessage, dlq_envelope
+from graph_ingest.schemas.messages import OutboxMessage, dlq_envelope, dlq_message
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.dlq_index import DlqEntry
 
