@@ -6,12 +6,24 @@ from datetime import timedelta
 
 import pytest
 
+from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.domain.dlq import MAX_ATTEMPT_HISTORY
 from graph_ingest.domain.ids import document_key
 from graph_ingest.producers.replans import ReplanMark, replan_marks
-from graph_ingest.schemas.messages import OutboxMessage, dlq_envelope, message_size, retry_copy
+from graph_ingest.schemas.codec import decode_degradation_event
+from graph_ingest.schemas.messages import (
+    OutboxMessage,
+    degradation_message,
+    dlq_envelope,
+    dlq_message,
+    message_size,
+    outbox_message,
+    retry_copy,
+)
 from graph_ingest.schemas.request_messages import resubmitted_request
+from tests.unit.dlq_entries import entry_for
 from tests.unit.dlq_envelopes import AT, attempt, envelope
+from tests.unit.plans import plan_for
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -92,3 +104,66 @@ def test_a_resubmitted_request_carries_its_own_headers_and_the_new_marks_only() 
         value=b"req",
         headers={"submission_id": "sub-1", "replan_of": "op-2", "replan_attempt": "2"},
     )
+
+
+def test_an_outbox_row_becomes_its_message_with_the_operation_headers_from_its_columns() -> None:
+    # Given an operation event's row: JSONB headers (one not a string), its columns
+    message = outbox_message(
+        "ingestion.operations", b"op-1", b"\x02event", {"stage": "APPLIED", "n": 3}, "op-1", 7
+    )
+
+    # Then the message carries the row's key, value and headers, the columns as headers too
+    assert message == OutboxMessage(
+        topic="ingestion.operations",
+        key=b"op-1",
+        value=b"\x02event",
+        headers={"stage": "APPLIED", "n": "3", "operation_id": "op-1", "sequence": "7"},
+        operation_id="op-1",
+        sequence=7,
+    )
+
+
+def test_an_outbox_row_keeps_its_own_operation_headers() -> None:
+    message = outbox_message(
+        "t", None, b"v", {"operation_id": "op-own", "sequence": "1"}, "op-column", 9
+    )
+
+    assert message.headers == {"operation_id": "op-own", "sequence": "1"}
+    assert message.key is None
+
+
+def test_the_dlq_message_of_an_entry_is_its_newest_envelope_keyed_by_dlq_id() -> None:
+    entry = entry_for(plan_for("doc-1"))
+
+    message = dlq_message("ingestion.dlq", entry)
+
+    assert message == OutboxMessage(
+        topic="ingestion.dlq",
+        key=entry.dlq_id.encode(),
+        value=entry.envelope,
+        headers={
+            "dlq_id": entry.dlq_id,
+            "dlq_status": entry.status.value,
+            "error_code": entry.code.value,
+        },
+        operation_id=entry.operation_id,
+    )
+
+
+def test_a_degradation_event_is_keyed_by_its_worker_and_typed_avro() -> None:
+    event = DegradationEvent(
+        worker_id="applier-7",
+        level=DegradationLevel.L2,
+        previous_level=DegradationLevel.L1,
+        reason="circuit breaker open: neo4j",
+        at=AT,
+    )
+
+    message = degradation_message(event, "ingestion.degradation")
+
+    assert message.topic == "ingestion.degradation"
+    assert message.key == b"applier-7"
+    assert message.headers == {
+        "content-type": "application/vnd.graph-ingest.degradation-event+avro;v=1"
+    }
+    assert decode_degradation_event(message.value) == event
