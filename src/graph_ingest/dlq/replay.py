@@ -69,7 +69,7 @@ class Replay:
     """The revision the document must reach before the plan can apply (it parks until then);
     None when the document is at the plan's expected revision."""
     work_headers: Mapping[str, str] = field(default_factory=dict)
-    """Whose work the plan is (``kafka.headers.WORK_HEADERS``): carried on the replay."""
+    """Whose work the plan is (``schemas.headers.WORK_HEADERS``): carried on the replay."""
 
     def message(self, topic: str, *, max_bytes: int) -> tuple[OutboxMessage, PlanClaim | None]:
         """The plan's message (a claim-check reference past ``max_bytes``, with the claim to

@@ -4,7 +4,7 @@
 journey: taken from the producer's ``traceparent`` when it sent one, else created at first
 consumption, then carried on every retry-tier, DLQ and replay copy, so every failure record of
 that journey can be found by it. Header names and reading them from a message are in
-:mod:`graph_ingest.kafka.headers`.
+:mod:`graph_ingest.schemas.headers`.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ class NewOperation:
     operation: Operation
     plan_bytes: bytes
     work_headers: Mapping[str, str] = field(default_factory=dict)
-    """The headers that say whose work it is (``kafka.headers.WORK_HEADERS``), as first admitted:
+    """The headers that say whose work it is (``schemas.headers.WORK_HEADERS``), as first admitted:
     every re-send of the plan carries them."""
     first_delivery: tuple[str, int, int] | None = None
     """Where the plan's journey began (topic, partition, offset), as first admitted."""
