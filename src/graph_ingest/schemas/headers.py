@@ -21,9 +21,9 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.domain.trace import TraceId, check_trace_id, parse_traceparent
 from graph_ingest.schemas.errors import MalformedHeader
 
-# What confluent-kafka's Message.headers() returns, and what a producer is given.
+# What confluent-kafka's Message.headers() returns.
 Headers = Sequence[tuple[str, bytes | None]] | None
-# A consumed message's headers as read once (``headers_of``), as messages keep them.
+# A consumed message's headers as read once (``kafka.headers.headers_of``), as messages keep them.
 MessageHeaders = tuple[tuple[str, bytes | None], ...]
 
 # Plan and operation-event messages.
