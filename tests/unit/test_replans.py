@@ -10,11 +10,12 @@ from graph_ingest.producers.replans import (
     ConflictAction,
     ReplanMark,
     on_conflict,
-    replan_headers,
     replan_mark,
+    replan_marks,
     replan_operation_id,
     replan_standing,
 )
+from graph_ingest.schemas.request_messages import resubmitted_request
 from graph_ingest.store.submissions import Submission
 from tests.unit.planning_fakes import T0
 
@@ -71,7 +72,7 @@ def test_a_replan_stands_while_its_submission_is_the_newest_and_still_bound_to_t
     assert replan_standing(mark, "sub-1", bound, "op-1c") is ConflictAction.DUPLICATE
 
 
-def test_the_replan_headers_replace_the_previous_replans_and_keep_the_requests_own() -> None:
+def test_a_replan_replaces_the_previous_replan_marks_and_keeps_the_requests_own_headers() -> None:
     headers = (
         ("submission_id", b"sub-1"),
         ("traceparent", b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
@@ -79,7 +80,9 @@ def test_the_replan_headers_replace_the_previous_replans_and_keep_the_requests_o
         ("replan_attempt", b"1"),
         ("dlq_replay", b"dlq-1"),
     )
-    made = replan_headers(headers, ReplanMark("op-1", 2))
+    made = resubmitted_request(
+        "ingest.requests", b"k", b"v", headers, replan_marks(ReplanMark("op-1", 2))
+    ).headers
     assert made == {
         "submission_id": "sub-1",
         "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",

@@ -35,7 +35,7 @@ DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
 class ProducerMessage(Protocol):
-    """What ``produce_batch`` needs of a message (``store.base.OutboxMessage`` fits)."""
+    """What ``produce_batch`` needs of a message (``schemas.messages.OutboxMessage`` fits)."""
 
     @property
     def topic(self) -> str: ...

@@ -23,7 +23,6 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.limits import MAX_ID_LENGTH
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.headers import Headers
-from graph_ingest.schemas.request_messages import carried_headers
 from graph_ingest.store.submissions import Submission
 
 
@@ -59,11 +58,6 @@ def replan_marks(mark: ReplanMark) -> dict[str, str]:
         kafka_headers.REPLAN_OF: mark.replan_of,
         kafka_headers.REPLAN_ATTEMPT: str(mark.attempt),
     }
-
-
-def replan_headers(headers: Headers, mark: ReplanMark) -> dict[str, str]:
-    """The headers of the re-submitted request: its own (``carried_headers``) and the replan's."""
-    return {**carried_headers(headers), **replan_marks(mark)}
 
 
 def replan_operation_id(operation_id: str, attempt: int) -> str:
@@ -130,7 +124,6 @@ __all__ = [
     "ConflictAction",
     "ReplanMark",
     "on_conflict",
-    "replan_headers",
     "replan_mark",
     "replan_marks",
     "replan_operation_id",
