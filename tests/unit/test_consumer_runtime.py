@@ -22,12 +22,12 @@ from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait, poll_timeout
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka.consumer import Partition, PlanConsumer
+from graph_ingest.kafka.consumer import Partition, TypedConsumer
 from graph_ingest.resilience.breaker import BreakerState
 
 
 class FakeConsumer:
-    """What the runtime asks of a PlanConsumer."""
+    """What the runtime asks of a TypedConsumer."""
 
     def __init__(self, due_in: float | None = None, owned: set[Partition] | None = None) -> None:
         self.due_in = due_in
@@ -51,8 +51,8 @@ class FakeConsumer:
         return owned
 
 
-def as_consumer(fake: FakeConsumer) -> PlanConsumer[Any]:
-    return cast(PlanConsumer[Any], fake)
+def as_consumer(fake: FakeConsumer) -> TypedConsumer[Any]:
+    return cast(TypedConsumer[Any], fake)
 
 
 class Recorder(LoopSubscriber):

@@ -15,7 +15,7 @@ from typing import Any
 
 from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.plan_message import PlanMessage
-from graph_ingest.kafka.consumer import Partition, PlanConsumer
+from graph_ingest.kafka.consumer import Partition, TypedConsumer
 
 
 class OffsetTracker:
@@ -53,7 +53,7 @@ class OffsetTracker:
 class OffsetCommitter:
     """Commits what an :class:`OffsetTracker` says is durable, and tells the hooks."""
 
-    def __init__(self, consumer: PlanConsumer[Any], hooks: Hooks) -> None:
+    def __init__(self, consumer: TypedConsumer[Any], hooks: Hooks) -> None:
         self.tracker = OffsetTracker()
         self._consumer = consumer
         self._hooks = hooks

@@ -17,13 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from graph_ingest.consumers.hooks import Hooks
-from graph_ingest.kafka.consumer import Partition, PlanConsumer
+from graph_ingest.kafka.consumer import Partition, TypedConsumer
 
 _PAUSED_POLL_S = 0.5
 """The longest a paused wait polls at once: how soon it sees ``stop`` or its condition."""
 
 
-def poll_timeout(consumer: PlanConsumer[Any], timeout_s: float) -> float:
+def poll_timeout(consumer: TypedConsumer[Any], timeout_s: float) -> float:
     """``timeout_s``, shortened to wake up when the consumer's earliest held partition is due."""
     due_in = consumer.next_due_in()
     if due_in is None:
@@ -32,7 +32,7 @@ def poll_timeout(consumer: PlanConsumer[Any], timeout_s: float) -> float:
 
 
 def paused_wait(
-    consumer: PlanConsumer[Any],
+    consumer: TypedConsumer[Any],
     stop: threading.Event,
     *,
     poll: Callable[[float], None],

@@ -11,7 +11,7 @@ partition assigned during an in-place retry would otherwise flow unpaused into m
 Messages of a partition revoked during the very ``consume`` call that returned them are dropped
 (the next owner gets them), so nothing is tracked for a partition this worker no longer owns.
 
-A partition can be *held* at an offset until a time (:meth:`PlanConsumer.hold`): a retry-tier
+A partition can be *held* at an offset until a time (:meth:`TypedConsumer.hold`): a retry-tier
 partition whose head message is not due yet, a request partition whose head waits for a retry of
 its planning. A held partition is paused and rewound to that offset, and resumed once it is due
 (each ``consume`` checks), while every other partition flows. The hold is the consumer's own and
@@ -81,7 +81,7 @@ def open_consumer(config: Mapping[str, Any], *, context: str) -> Consumer:
         raise translate_kafka_error(exc, context=context) from exc
 
 
-class PlanConsumer(Generic[M]):
+class TypedConsumer(Generic[M]):
     """A subscribed consumer of ``topics`` whose messages ``decode`` turns into ``M`` (it must not
     raise: a message that does not decode is poison, kept on the ``M`` it returns). Constructing
     it touches nothing; ``start`` joins."""
@@ -301,7 +301,7 @@ class PlanConsumer(Generic[M]):
     def _require(self) -> Consumer:
         if self._consumer is None:
             raise GraphIngestError(
-                "PlanConsumer used before start()", code=StatusCode.FAILED_PRECONDITION
+                "TypedConsumer used before start()", code=StatusCode.FAILED_PRECONDITION
             )
         return self._consumer
 
@@ -309,8 +309,8 @@ class PlanConsumer(Generic[M]):
 __all__ = [
     "TIER_LATENESS",
     "Partition",
-    "PlanConsumer",
     "RetryRead",
+    "TypedConsumer",
     "Usable",
     "open_consumer",
     "read_retry",

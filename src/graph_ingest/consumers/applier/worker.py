@@ -29,7 +29,7 @@ from graph_ingest.consumers.offsets import OffsetCommitter
 from graph_ingest.consumers.plan_message import PlanMessage, decode_message
 from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait, poll_timeout
 from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
-from graph_ingest.kafka.consumer import Partition, PlanConsumer
+from graph_ingest.kafka.consumer import Partition, TypedConsumer
 from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.resilience.breaker import BreakerState
 from graph_ingest.resilience.classify import classify
@@ -66,7 +66,7 @@ class ApplierWorker:
         self._hooks = hooks or Hooks(settings.applier.worker_id)
         ladder = Ladder.of(settings)
         rebalances = RebalanceHooks(self._hooks, self._on_revoke)
-        self._consumer: PlanConsumer[PlanMessage] = PlanConsumer(
+        self._consumer: TypedConsumer[PlanMessage] = TypedConsumer(
             settings.kafka.consumer_config(settings.applier.group_id),
             list(topics or [ladder.plans_topic]),
             on_revoke=rebalances.revoked,

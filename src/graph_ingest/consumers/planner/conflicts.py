@@ -40,7 +40,7 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka.consumer import Partition, PlanConsumer, RetryRead
+from graph_ingest.kafka.consumer import Partition, RetryRead, TypedConsumer
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.reader import read_at
 from graph_ingest.kafka.transactional import TransactionalProducer
@@ -119,7 +119,7 @@ class ConflictWatcher:
         self._settings = settings
         self._store = store
         self._clock = clock
-        self._consumer: PlanConsumer[OperationMessage] = PlanConsumer(
+        self._consumer: TypedConsumer[OperationMessage] = TypedConsumer(
             settings.kafka.consumer_config(settings.planner.conflicts_group_id),
             [settings.topics.operations],
             on_revoke=lambda _revoked: None,

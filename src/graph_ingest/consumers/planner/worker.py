@@ -55,7 +55,7 @@ from graph_ingest.consumers.planner.handled import (
 from graph_ingest.consumers.planner.planning_dlq import PlanningFailure, dead_letter_requests
 from graph_ingest.consumers.planner.requests import RequestMessage, decode_request_message
 from graph_ingest.consumers.runtime import RebalanceHooks, poll_timeout
-from graph_ingest.kafka.consumer import Partition, PlanConsumer
+from graph_ingest.kafka.consumer import Partition, TypedConsumer
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.planning.errors import ExtractionFailed
@@ -120,7 +120,7 @@ class PlannerWorker:
         self._clock = clock
         self._hooks = hooks or Hooks(settings.planner.worker_id)
         rebalances = RebalanceHooks(self._hooks, self._on_revoke)
-        self._consumer: PlanConsumer[RequestMessage] = PlanConsumer(
+        self._consumer: TypedConsumer[RequestMessage] = TypedConsumer(
             settings.kafka.consumer_config(settings.planner.group_id),
             [settings.topics.requests],
             on_revoke=rebalances.revoked,
