@@ -35,6 +35,7 @@ from graph_ingest.schemas.headers import RetryHeaders
 from graph_ingest.schemas.plan_messages import plan_message
 from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.waiting import wait_until
+from tests.cli_errors import json_error
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
 from tests.samples import Entity, Relation, sample_plan, work_headers_of
@@ -206,6 +207,37 @@ def test_unknown_ids_exit_not_found(pipeline: Pipeline) -> None:
         assert "DLQ entry dlq-nope not found" in result.stderr
 
 
+def test_under_json_unknown_ids_are_json_errors_with_exit_code_3(pipeline: Pipeline) -> None:
+    for args in (
+        ("show", "dlq-nope"),
+        ("replay", "dlq-nope"),
+        ("purge", "dlq-nope", "--reason", "x"),
+    ):
+        result = dlq(pipeline, *args, "--json")
+
+        assert result.exit_code == ExitCode.NOT_FOUND, result.output
+        assert json_error(result) == {
+            "code": "NOT_FOUND",
+            "exit_code": 3,
+            "message": "DLQ entry dlq-nope not found",
+        }
+
+
+def test_under_json_an_unreachable_postgresql_is_a_json_error_with_exit_code_4(
+    pipeline: Pipeline,
+) -> None:
+    env = {
+        **pipeline.env(),
+        "GRAPH_INGEST_POSTGRES__PORT": "9",  # discard: nothing answers there
+        "GRAPH_INGEST_POSTGRES__CONNECT_TIMEOUT_S": "2",
+    }
+    for args in (("list",), ("stats",), ("show", "dlq-x")):
+        result = CliRunner(env=env).invoke(cli, ["dlq", *args, "--json"])
+
+        assert result.exit_code == ExitCode.UNAVAILABLE, result.output
+        assert json_error(result)["code"] == "UNAVAILABLE"
+
+
 # -- replay ------------------------------------------------------------------------------------
 
 
@@ -276,9 +308,14 @@ def test_an_entry_that_holds_no_plan_is_refused_with_purge_suggested(pipeline: P
     (junk,) = pipeline.dlq_entries(1)
 
     result = dlq(pipeline, "replay", junk.dlq_id)
+    as_json_error = dlq(pipeline, "replay", junk.dlq_id, "--json")
 
     assert result.exit_code == ExitCode.INVALID_INPUT
     assert "holds no plan that can be replayed" in result.stderr and "purge" in result.stderr
+    assert as_json_error.exit_code == ExitCode.INVALID_INPUT
+    error = json_error(as_json_error)
+    assert error["code"] == "FAILED_PRECONDITION"
+    assert "holds no plan that can be replayed" in error["message"]
     assert replays(pipeline) == {}
 
 

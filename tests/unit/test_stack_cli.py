@@ -60,7 +60,11 @@ def test_up_with_ports_taken_fails_with_a_one_line_message(env: dict[str, str]) 
     result = CliRunner().invoke(cli, ["stack", "up"], env=env)
 
     assert result.exit_code == ExitCode.ERROR
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    errors = [
+        line
+        for line in result.stderr.splitlines()
+        if line.startswith("error [FAILED_PRECONDITION]: ")
+    ]
     assert len(errors) == 1
     assert "is in use by another process" in errors[0]
     assert env["GRAPH_INGEST_STACK__NEO4J_BOLT_PORT"] in errors[0]

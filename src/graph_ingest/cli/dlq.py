@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from graph_ingest.cli.config import load_settings
-from graph_ingest.cli.exit_codes import ExitCode, reports_errors
+from graph_ingest.cli.exit_codes import ExitCode, JsonCommand, reports_errors
 from graph_ingest.cli.params import Duration
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode
@@ -120,7 +120,7 @@ def dlq() -> None:
     """
 
 
-@dlq.command("list")
+@dlq.command("list", cls=JsonCommand)
 @click.option(
     "--status",
     type=click.Choice([s.value for s in DlqStatus], case_sensitive=False),
@@ -154,7 +154,7 @@ def list_entries(status: str | None, code: str | None, as_json: bool, **filters:
         click.echo(f"(the oldest {len(entries)} shown: --limit to see more)")
 
 
-@dlq.command("show")
+@dlq.command("show", cls=JsonCommand)
 @click.argument("dlq_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the entry and its envelope as JSON.")
 @reports_errors
@@ -186,7 +186,7 @@ def show(dlq_id: str, as_json: bool) -> None:
         click.echo(line)
 
 
-@dlq.command("stats")
+@dlq.command("stats", cls=JsonCommand)
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @reports_errors
 def stats(as_json: bool) -> None:
@@ -207,7 +207,7 @@ def stats(as_json: bool) -> None:
         click.echo(line)
 
 
-@dlq.command("replay")
+@dlq.command("replay", cls=JsonCommand)
 @click.argument("dlq_id")
 @click.option("--force", is_flag=True, help="Replay an entry that was REPLAYED already.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
@@ -258,7 +258,7 @@ def replay_exit_code(report: ReplayReport) -> ExitCode:
     return ExitCode.OK
 
 
-@dlq.command("replay-all")
+@dlq.command("replay-all", cls=JsonCommand)
 @_filters(
     limit_default=None,
     limit_help="Take at most this many entries, refused ones included [default: all].",
@@ -308,7 +308,7 @@ def replay_all(
     raise SystemExit(replay_exit_code(report))
 
 
-@dlq.command("purge")
+@dlq.command("purge", cls=JsonCommand)
 @click.argument("dlq_id")
 @click.option("--reason", required=True, help="Why the entry needs no replay (kept as its note).")
 @click.option(
@@ -355,7 +355,7 @@ def purge(dlq_id: str, reason: str, force: bool, as_json: bool) -> None:
         )
 
 
-@dlq.command("reindex")
+@dlq.command("reindex", cls=JsonCommand)
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @reports_errors
 def reindex(as_json: bool) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from graph_ingest.cli.config import load_settings
-from graph_ingest.cli.exit_codes import ExitCode, reports_errors
+from graph_ingest.cli.exit_codes import JsonCommand, reports_errors
 from graph_ingest.domain.failure_view import AttemptView, FailureView
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
@@ -51,7 +51,7 @@ def publish_plan(plan_file: Path) -> None:
         click.echo(f"published {plan.operation_id} {plan.key} {plan.fingerprint}")
 
 
-@click.command("status")
+@click.command("status", cls=JsonCommand)
 @click.argument("operation_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the operation as JSON.")
 @reports_errors
@@ -69,6 +69,7 @@ def status(operation_id: str, as_json: bool) -> None:
     Example:
       graph-ingest status op_3f2a… --json
     """
+    from graph_ingest.producers.recovery import OperationNotFound
     from graph_ingest.wiring import postgres_store
 
     settings = load_settings()
@@ -83,8 +84,7 @@ def status(operation_id: str, as_json: bool) -> None:
         _describe_unapplied(submission, as_json)
         return
     if operation is None:
-        click.echo(f"operation {operation_id} not found", err=True)
-        raise SystemExit(ExitCode.NOT_FOUND)
+        raise OperationNotFound(f"operation {operation_id} not found")
     if as_json:
         click.echo(json.dumps(_status_json(operation, found), indent=2))
     else:

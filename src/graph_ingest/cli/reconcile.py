@@ -5,10 +5,10 @@ import json
 import click
 
 from graph_ingest.cli.config import load_settings
-from graph_ingest.cli.exit_codes import ExitCode, reports_errors
+from graph_ingest.cli.exit_codes import ExitCode, JsonCommand, reports_errors
 
 
-@click.command("reconcile")
+@click.command("reconcile", cls=JsonCommand)
 @click.option("--space", help="Only documents of this space.")
 @click.option("--document", "document_id", help="Only documents with this id.")
 @click.option(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from graph_ingest.cli.config import load_settings
-from graph_ingest.cli.exit_codes import ExitCode, reports_errors
+from graph_ingest.cli.exit_codes import ExitCode, JsonCommand, reports_errors
 from graph_ingest.cli.params import Duration, format_duration
 from graph_ingest.settings import Settings
 
@@ -139,7 +139,7 @@ def _recoverer(
         store.close()
 
 
-@click.command("resume")
+@click.command("resume", cls=JsonCommand)
 @click.argument("operation_id")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @reports_errors
@@ -159,13 +159,13 @@ def resume(operation_id: str, as_json: bool) -> None:
       graph-ingest resume op_3f2a…
     """
     from graph_ingest.domain.stages import Stage
+    from graph_ingest.producers.recovery import OperationNotFound
 
     settings = load_settings()
     with _recoverer(settings) as (recoverer, store, producer):
         operation = store.get_operation(operation_id)
         if operation is None:
-            click.echo(f"operation {operation_id} not found", err=True)
-            raise SystemExit(ExitCode.NOT_FOUND)
+            raise OperationNotFound(f"operation {operation_id} not found")
         if operation.stage is Stage.DEAD_LETTERED and operation.dlq_id:
             _replay_dead_lettered(settings, store, producer, operation, as_json=as_json)
             return
@@ -223,7 +223,7 @@ def _replay_dead_lettered(
     )
 
 
-@click.command("recover")
+@click.command("recover", cls=JsonCommand)
 @click.option(
     "--older-than",
     "older_than_s",

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 import click
 
-from graph_ingest.cli.config import InvalidSetting, load_settings
-from graph_ingest.cli.exit_codes import ExitCode
+from graph_ingest.cli.config import load_settings
+from graph_ingest.cli.exit_codes import CommandFailure, ExitCode, JsonCommand, reports_errors
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.stack.errors import StackError
 from graph_ingest.stack.manager import LocalStack, StackStatus
@@ -24,18 +24,18 @@ def _progress(message: str) -> None:
 
 @contextmanager
 def _errors_to_exit() -> Iterator[None]:
+    """A stack error: its first line, its details apart; exit 4 when a service is unavailable,
+    else 1 (a bad setting goes through ``reports_errors``: exit 2)."""
     try:
         yield
     except StackError as exc:
-        click.echo(f"error: {str(exc).splitlines()[0]}", err=True)
-        if exc.details:
-            click.echo(exc.details, err=True)
-        raise SystemExit(
-            ExitCode.UNAVAILABLE if exc.code in _UNAVAILABLE else ExitCode.ERROR
-        ) from None
-    except InvalidSetting as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(ExitCode.USAGE) from None
+        failure = CommandFailure(
+            str(exc).splitlines()[0],
+            code=exc.code,
+            exit_code=ExitCode.UNAVAILABLE if exc.code in _UNAVAILABLE else ExitCode.ERROR,
+            details=exc.details,
+        )
+        failure.exit()
 
 
 def _stack(report: Callable[[str], None] | None = None) -> LocalStack:
@@ -68,6 +68,7 @@ def stack() -> None:
 
 
 @stack.command()
+@reports_errors
 def up() -> None:
     """Start Kafka, Neo4j and PostgreSQL and wait until each answers a real client.
 
@@ -89,8 +90,9 @@ def up() -> None:
     click.echo(f"stack up in {time.monotonic() - started:.1f} s; logs in {local.layout.logs}")
 
 
-@stack.command()
+@stack.command(cls=JsonCommand)
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@reports_errors
 def status(as_json: bool) -> None:
     """Show each service: pid, address, whether it answers, and its log file.
 
@@ -112,6 +114,7 @@ def status(as_json: bool) -> None:
 
 @stack.command()
 @click.option("--purge", is_flag=True, help="Also delete the stack's data and logs.")
+@reports_errors
 def down(purge: bool) -> None:
     """Stop the services this stack started (SIGTERM, SIGKILL only after a timeout).
 

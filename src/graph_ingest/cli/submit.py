@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from graph_ingest.cli.config import load_settings
-from graph_ingest.cli.exit_codes import ExitCode, reports_errors
+from graph_ingest.cli.exit_codes import ExitCode, JsonCommand, reports_errors
 from graph_ingest.cli.params import Duration
 from graph_ingest.domain.request import IngestRequest, RequestKind, StaleRelationPolicy
 from graph_ingest.planning.graph_schema import load_graph_schema
@@ -48,7 +48,7 @@ def _wait_options(command: Any) -> Any:
     )
 
 
-@click.command("submit")
+@click.command("submit", cls=JsonCommand)
 @click.argument("source", type=click.Path(exists=True, allow_dash=True, path_type=Path))
 @click.option("--space", help="The space of the documents (a JSONL line may name its own).")
 @click.option(
@@ -117,7 +117,7 @@ def submit(
     _send_and_report(settings, requests, wait=wait, timeout_s=timeout, as_json=as_json)
 
 
-@click.command("retract")
+@click.command("retract", cls=JsonCommand)
 @click.option("--space", required=True, help="The document's space.")
 @click.option("--document-id", required=True, help="The document to retract.")
 @click.option(
