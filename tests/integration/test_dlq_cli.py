@@ -319,6 +319,34 @@ def test_an_entry_that_holds_no_plan_is_refused_with_purge_suggested(pipeline: P
     assert replays(pipeline) == {}
 
 
+def test_replay_all_dry_run_reports_a_refusal_and_exits_0_the_real_run_exits_1(
+    pipeline: Pipeline,
+) -> None:
+    # Given an entry that holds no plan: every replay of it is refused
+    pipeline.start_applier()
+    pipeline.publish_raw(b"it/doc-junk", b"\x00not a plan")
+    (junk,) = pipeline.dlq_entries(1)
+
+    # When replay-all runs dry, as text and as JSON
+    dry = dlq(pipeline, "replay-all", "--dry-run")
+    dry_json = dlq(pipeline, "replay-all", "--dry-run", "--json")
+
+    # Then it ran: exit 0, the refusal reported with its reason
+    assert dry.exit_code == ExitCode.OK, dry.output
+    assert dry.stdout.splitlines()[-1].startswith("replay-all --dry-run: 1 seen: 0 replayed")
+    assert "1 refused" in dry.stdout
+    assert dry_json.exit_code == ExitCode.OK, dry_json.output
+    (item,) = json.loads(dry_json.stdout)["entries"]
+    assert (item["dlq_id"], item["action"]) == (junk.dlq_id, "refused")
+    assert "holds no plan that can be replayed" in item["reason"]
+
+    # and the real run still exits 1 for it, replaying nothing
+    real = dlq(pipeline, "replay-all")
+    assert real.exit_code == ExitCode.ERROR, real.output
+    assert replays(pipeline) == {}
+    assert statuses(pipeline) == {junk.dlq_id: "PENDING_REVIEW"}
+
+
 def test_a_stale_plan_is_refused_a_replan_is_needed(pipeline: Pipeline) -> None:
     # Given a dead-lettered plan of a document that another plan has moved on since
     pipeline.start_applier()

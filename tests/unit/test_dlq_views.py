@@ -209,6 +209,14 @@ def test_a_run_exits_by_its_worst_outcome() -> None:
     assert replay_exit_code(report_of(Action.FAILED, stopped=down)) is ExitCode.UNAVAILABLE
 
 
+def test_a_dry_run_that_ran_exits_0_its_refusals_are_reported_not_failures() -> None:
+    dry = {"dry_run": True}
+    assert replay_exit_code(report_of(Action.WOULD_REPLAY, Action.REFUSED, **dry)) is ExitCode.OK
+    assert replay_exit_code(report_of(Action.REFUSED, Action.WAITING, **dry)) is ExitCode.OK
+    interrupted = report_of(Action.REFUSED, interrupted=True, **dry)
+    assert replay_exit_code(interrupted) is ExitCode.INTERRUPTED
+
+
 def test_a_run_prints_a_line_per_entry_and_a_summary() -> None:
     report = report_of(Action.REPLAYED, Action.REFUSED, interrupted=True)
     refused = replace(report.items[1], reason="CONFLICT: a replan is needed")

@@ -247,13 +247,14 @@ def replay(dlq_id: str, force: bool, as_json: bool) -> None:
 
 
 def replay_exit_code(report: ReplayReport) -> ExitCode:
+    """A dry run that ran exits 0: the entries it would refuse are its answer, not a failure."""
     from graph_ingest.dlq.replayer import Action
 
     if report.stopped is not None:
         return ExitCode.UNAVAILABLE
     if report.interrupted:
         return ExitCode.INTERRUPTED
-    if report.count(Action.REFUSED) or report.count(Action.FAILED):
+    if not report.dry_run and (report.count(Action.REFUSED) or report.count(Action.FAILED)):
         return ExitCode.ERROR
     return ExitCode.OK
 
@@ -282,7 +283,8 @@ def replay_all(
     stopped when run again. An entry that cannot be replayed (see `dlq replay --help`) is
     reported and the others go on; one waiting behind a version in the DLQ is released when that
     one, replayed, completes. Exit code 0 when every entry was replayed (or waits), 1 when some
-    were refused or failed, 4 when a service is unavailable.
+    were refused or failed, 4 when a service is unavailable. A --dry-run that ran exits 0: the
+    entries it would refuse are listed with their reasons.
 
     \b
     Examples:
