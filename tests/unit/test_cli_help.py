@@ -1,7 +1,15 @@
+"""Every command explains itself, and the README names every exit code the commands use."""
+
+import re
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
+from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 COMMANDS = [
     [],
@@ -40,3 +48,25 @@ def test_every_command_explains_itself(command: list[str]) -> None:
     assert "Usage:" in result.output
     if command not in ([], ["stack"], ["topics"], ["db"], ["worker"]):
         assert "Example" in result.output
+
+
+def readme_exit_codes() -> str:
+    """The README's list of exit codes: its paragraph from "Exit codes:" on."""
+    found = re.search(r"Exit codes:(.+?)(?:\n\s*\n|$)", README.read_text(), re.DOTALL)
+    assert found is not None, f"{README} has no 'Exit codes:' list"
+    return " ".join(found[1].split())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="README.md's list lacks 6 (not completed): the corrected sentence is in the h18-cli "
+    "report for whoever edits README.md; remove this marker with that edit",
+)
+def test_the_readme_names_every_exit_code() -> None:
+    listed = readme_exit_codes()
+    unnamed = [
+        f"{code.value} ({code.name})"
+        for code in ExitCode
+        if not re.search(rf"(?<![\d.]){code.value} [a-z(]", listed)
+    ]
+    assert not unnamed, f"README.md's exit codes do not name {', '.join(unnamed)}: {listed}"
