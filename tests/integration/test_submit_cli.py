@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
@@ -154,6 +155,47 @@ def test_wait_exits_not_completed_when_the_planner_refuses_a_document(
     (entry,) = json.loads(listed.stdout)["entries"]
     assert (entry["space"], entry["document_id"]) == ("kb", "refused.txt")
     assert entry["original_topic"] == pipeline.settings.topics.requests
+
+
+def test_source_updated_at_is_sent_and_an_older_time_is_refused_as_out_of_order(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    # Given a planner and an applier, and a document changed at 09:30 UTC (given as +01:00)
+    pipeline.start_planner(build(pipeline.settings))
+    pipeline.start_applier()
+    path = tmp_path / "notes.txt"
+    path.write_text("Alice met Bob.")
+    runner = CliRunner(env=cli_env(pipeline))
+
+    def submit(version: str, source_time: str) -> Result:
+        return runner.invoke(
+            cli,
+            [
+                *("submit", "--space", "kb", "--version", version, "--wait", "--timeout", "2m"),
+                *("--source-updated-at", source_time, str(path)),
+            ],
+        )
+
+    # When it is submitted with its source time
+    first = submit("v1", "2026-12-01T10:30:00+01:00")
+
+    # Then the request carries it, and the document's state has it
+    assert first.exit_code == 0, first.output
+    ((_key, value, _headers),) = requests_on_topic(pipeline)
+    nine_thirty = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+    assert decode_ingest_request(value).source_updated_at == nine_thirty
+    state = pipeline.store.get_document_state("kb", "notes.txt")
+    assert state is not None and state.source_updated_at == nine_thirty
+
+    # When a later version says the source changed before that
+    path.write_text("Alice met Bob and Carol.")
+    older = submit("v2", "2026-12-01T09:00:00Z")
+
+    # Then the planner refuses it as out of order: not completed, the state unchanged
+    assert older.exit_code == ExitCode.NOT_COMPLETED, older.output
+    assert "not planned: DLQ entry dlq-" in older.stdout
+    unchanged = pipeline.store.get_document_state("kb", "notes.txt")
+    assert unchanged is not None and unchanged.document_version == "v1"
 
 
 def test_retract_sends_a_retraction_request(pipeline: Pipeline) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,30 @@ def test_a_jsonl_file_is_many_requests_the_options_filling_in(tmp_path: Path) ->
 
     assert (first.space, first.schema_version) == ("kb", "s1")
     assert (second.space, second.schema_version) == ("other", "s9")
+
+
+def test_the_source_time_of_the_command_line_fills_in_what_a_line_leaves_out(
+    tmp_path: Path,
+) -> None:
+    # Given a text file, and a JSONL file where one line gives its own source time
+    given = datetime(2026, 12, 1, 10, 30, tzinfo=timezone(timedelta(hours=1)))
+    own = "2026-11-30T08:00:00+00:00"
+    text = tmp_path / "notes.txt"
+    text.write_text("Alice met Bob.", encoding="utf-8")
+    lines = tmp_path / "requests.jsonl"
+    line = {"document_id": "d", "document_version": "1", "content": "x"}
+    lines.write_text(f"{json.dumps(line)}\n{json.dumps({**line, 'source_updated_at': own})}\n")
+    defaults = with_(source_updated_at=given)
+
+    # When they are read with --source-updated-at
+    (from_text,) = read_requests(text, defaults, stdin=NO_STDIN)
+    left_out, own_time = read_requests(lines, defaults, stdin=NO_STDIN)
+
+    # Then the text document and the line without one carry it; the other keeps its own
+    assert from_text.source_updated_at == given == datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+    assert left_out.source_updated_at == given
+    assert own_time.source_updated_at == datetime.fromisoformat(own)
+    assert read_requests(text, DEFAULTS, stdin=NO_STDIN)[0].source_updated_at is None
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import click
 
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, JsonCommand, reports_errors
-from graph_ingest.cli.params import Duration
+from graph_ingest.cli.params import TIME_EXAMPLE, AwareDateTime, Duration
 from graph_ingest.domain.request import IngestRequest, RequestKind, StaleRelationPolicy
 from graph_ingest.planning.graph_schema import load_graph_schema
 from graph_ingest.producers.follow import Followed
@@ -70,6 +71,14 @@ def _wait_options(command: Any) -> Any:
     help="What happens to relations an earlier version stated and this one no longer does.",
 )
 @click.option("--batch-id", help="Tag every request of this run with a batch id.")
+@click.option(
+    "--source-updated-at",
+    type=AwareDateTime(),
+    metavar="TIME",
+    help="When the source last changed the document(s), ISO 8601 with a timezone, e.g. "
+    f"{TIME_EXAMPLE}. The planner refuses a request older than the time its document's "
+    "state already has (out of order). Default: none given.",
+)
 @_wait_options
 @reports_errors
 def submit(
@@ -80,6 +89,7 @@ def submit(
     schema_version: str | None,
     stale_relations: str,
     batch_id: str | None,
+    source_updated_at: datetime | None,
     wait: bool,
     timeout: float,
     as_json: bool,
@@ -89,8 +99,8 @@ def submit(
     SOURCE is a UTF-8 text file, - (stdin), a directory (one document per file, its path
     relative to the directory as document id), or a .jsonl file of requests, one JSON
     IngestRequest per line (space, document_id, document_version, schema_version, content or
-    content_ref + content_hash, options, candidates...; --space and --schema-version fill in
-    what a line leaves out).
+    content_ref + content_hash, options, candidates...; --space, --schema-version and
+    --source-updated-at fill in what a line leaves out).
 
     Every request is read and checked before anything is sent: a malformed or oversized one
     (above GRAPH_INGEST_TOPICS__MAX_MESSAGE_BYTES) is an error naming it, and nothing is sent
@@ -100,6 +110,7 @@ def submit(
     \b
     Examples:
       graph-ingest submit --space kb --document-id notes-1 notes.txt
+      graph-ingest submit --space kb --source-updated-at 2026-12-01T09:30:00Z notes.txt
       cat notes.txt | graph-ingest submit --space kb --document-id notes-1 --wait -
       graph-ingest submit --space kb corpus/
       graph-ingest submit --wait --timeout 5m requests.jsonl
@@ -112,6 +123,7 @@ def submit(
         schema_version=_schema_version(settings, schema_version),
         stale_relation_policy=_STALE[stale_relations],
         batch_id=batch_id,
+        source_updated_at=source_updated_at,
     )
     requests = read_requests(source, defaults, stdin=sys.stdin)
     _send_and_report(settings, requests, wait=wait, timeout_s=timeout, as_json=as_json)

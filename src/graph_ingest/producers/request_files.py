@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -36,6 +37,7 @@ class RequestDefaults:
     schema_version: str
     stale_relation_policy: StaleRelationPolicy
     batch_id: str | None = None
+    source_updated_at: datetime | None = None
 
     @staticmethod
     def build(factory: Callable[[], IngestRequest], *, where: str) -> IngestRequest:
@@ -61,6 +63,7 @@ class RequestDefaults:
                 schema_version=self.schema_version,
                 content=text,
                 batch_id=self.batch_id,
+                source_updated_at=self.source_updated_at,
                 options=IngestOptions(stale_relation_policy=self.stale_relation_policy),
             ),
             where=where,
@@ -72,6 +75,8 @@ class RequestDefaults:
             filled.setdefault("space", self.space)
         if self.batch_id is not None:
             filled.setdefault("batch_id", self.batch_id)
+        if self.source_updated_at is not None:
+            filled.setdefault("source_updated_at", self.source_updated_at)
         return self.build(lambda: IngestRequest.model_validate(filled), where=where)
 
 
