@@ -13,7 +13,7 @@ from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
 from graph_ingest.domain.request import RequestKind
 from graph_ingest.schemas.codec import decode_ingest_request
-from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA
+from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA, build_planner
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
 from tests.planners import build
@@ -160,11 +160,13 @@ def test_wait_exits_not_completed_when_the_planner_refuses_a_document(
 def test_source_updated_at_is_sent_and_an_older_time_is_refused_as_out_of_order(
     pipeline: Pipeline, tmp_path: Path
 ) -> None:
-    # Given a planner and an applier, and a document changed at 09:30 UTC (given as +01:00)
-    pipeline.start_planner(build(pipeline.settings))
+    # Given the real planner (it keeps the source time in the state and checks the order), an
+    # applier, and a document changed at 09:30 UTC (given as +01:00)
+    settings = pipeline.real_planner_settings()
+    pipeline.start_planner(build_planner(settings), settings)
     pipeline.start_applier()
     path = tmp_path / "notes.txt"
-    path.write_text("Alice met Bob.")
+    path.write_text("Bob is a member of the Payments Team.")
     runner = CliRunner(env=cli_env(pipeline))
 
     def submit(version: str, source_time: str) -> Result:
@@ -188,7 +190,7 @@ def test_source_updated_at_is_sent_and_an_older_time_is_refused_as_out_of_order(
     assert state is not None and state.source_updated_at == nine_thirty
 
     # When a later version says the source changed before that
-    path.write_text("Alice met Bob and Carol.")
+    path.write_text("Bob is a member of the Payments Team. The Payments Team owns the Ledger.")
     older = submit("v2", "2026-12-01T09:00:00Z")
 
     # Then the planner refuses it as out of order: not completed, the state unchanged
@@ -196,6 +198,9 @@ def test_source_updated_at_is_sent_and_an_older_time_is_refused_as_out_of_order(
     assert "not planned: DLQ entry dlq-" in older.stdout
     unchanged = pipeline.store.get_document_state("kb", "notes.txt")
     assert unchanged is not None and unchanged.document_version == "v1"
+    listed = runner.invoke(cli, ["dlq", "list", "--json"])
+    (entry,) = json.loads(listed.stdout)["entries"]
+    assert entry["code"] == "FAILED_PRECONDITION" and "out of order" in entry["message"]
 
 
 def test_retract_sends_a_retraction_request(pipeline: Pipeline) -> None:
