@@ -7,6 +7,8 @@ from typing import Any
 
 from click.testing import Result
 
+from graph_ingest.cli.exit_codes import ExitCode
+
 
 def json_error(result: Result) -> dict[str, Any]:
     """The ``error`` object of ``result``'s stdout, checked to be all it printed, nothing on
@@ -17,3 +19,8 @@ def json_error(result: Result) -> dict[str, Any]:
     error: dict[str, Any] = document["error"]
     assert error["exit_code"] == result.exit_code
     return error
+
+
+def not_found(message: str) -> dict[str, Any]:
+    """The error object of a command asked about an id that does not exist."""
+    return {"code": "NOT_FOUND", "exit_code": int(ExitCode.NOT_FOUND), "message": message}

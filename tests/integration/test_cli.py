@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
 from graph_ingest.domain.stages import Stage
-from tests.cli_errors import json_error
+from tests.cli_errors import json_error, not_found
 from tests.integration.pipeline import Pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -56,11 +56,7 @@ def test_under_json_an_unknown_operation_is_a_json_error_with_exit_code_3(
         result = runner.invoke(cli, [command, "op_nope", "--json"])
 
         assert result.exit_code == ExitCode.NOT_FOUND, result.output
-        assert json_error(result) == {
-            "code": "NOT_FOUND",
-            "exit_code": 3,
-            "message": "operation op_nope not found",
-        }
+        assert json_error(result) == not_found("operation op_nope not found")
 
 
 def test_publish_plan_refuses_a_tampered_plan_and_publishes_nothing(

@@ -35,7 +35,7 @@ from graph_ingest.schemas.headers import RetryHeaders
 from graph_ingest.schemas.plan_messages import plan_message
 from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.waiting import wait_until
-from tests.cli_errors import json_error
+from tests.cli_errors import json_error, not_found
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
 from tests.samples import Entity, Relation, sample_plan, work_headers_of
@@ -216,11 +216,7 @@ def test_under_json_unknown_ids_are_json_errors_with_exit_code_3(pipeline: Pipel
         result = dlq(pipeline, *args, "--json")
 
         assert result.exit_code == ExitCode.NOT_FOUND, result.output
-        assert json_error(result) == {
-            "code": "NOT_FOUND",
-            "exit_code": 3,
-            "message": "DLQ entry dlq-nope not found",
-        }
+        assert json_error(result) == not_found("DLQ entry dlq-nope not found")
 
 
 def test_under_json_an_unreachable_postgresql_is_a_json_error_with_exit_code_4(
