@@ -57,11 +57,6 @@ def readme_exit_codes() -> str:
     return " ".join(found[1].split())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="README.md's list lacks 6 (not completed): the corrected sentence is in the h18-cli "
-    "report for whoever edits README.md; remove this marker with that edit",
-)
 def test_the_readme_names_every_exit_code() -> None:
     listed = readme_exit_codes()
     unnamed = [
