@@ -5,15 +5,19 @@ one leaves: nothing is missed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient
 
+from graph_ingest.cli.main import cli
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
@@ -32,7 +36,7 @@ from tests.integration.projection_helpers import (
     status_rows,
     summary,
 )
-from tests.operation_histories import PATHS, history
+from tests.operation_histories import COMPLETED, PATHS, history
 from tests.samples import Entity, Relation, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -192,3 +196,46 @@ def test_the_read_tables_say_where_to_start_not_the_group(pipeline: Pipeline) ->
     assert status_rows(settings) == []
     # Then it folds the topic again from the start, whatever offsets the group committed
     run_until_folded()
+
+
+def test_projections_status_shows_idle_then_stalled_in_three_units(pipeline: Pipeline) -> None:
+    settings = projector_settings(pipeline)
+    runner = CliRunner(
+        env={**projector_env(pipeline), "GRAPH_INGEST_PROJECTOR__STALLED_AFTER_S": "0.5"}
+    )
+
+    def lag() -> dict[str, Any]:
+        result = runner.invoke(cli, ["projections", "status", "--json"])
+        assert result.exit_code == 0, result.output
+        [projection] = json.loads(result.output)
+        return dict(projection)
+
+    # Given a projector that folded every event, then stopped
+    events = [e for i in range(6) for e in history(f"op-{i}", PATHS[i % len(PATHS)])]
+    send_operations(settings, events)
+    stop = threading.Event()
+    projector = threading.Thread(target=run_projector, args=(settings, stop), daemon=True)
+    projector.start()
+    try:
+        wait_until(
+            lambda: summary(status_rows(settings)) == expected_summary(events),
+            timeout_s=90,
+            what="every event folded",
+        )
+    finally:
+        stop.set()
+        projector.join(timeout=60)
+    # Then it is idle, nothing behind, its last event as old as the last message
+    idle = lag()
+    assert (idle["state"], idle["offsets_behind"], idle["seconds_behind"]) == ("idle", 0, 0.0)
+    assert idle["last_event_age_s"] is not None and idle["last_event_age_s"] >= 0
+    # When five more events arrive and nothing folds them
+    send_operations(settings, history("op-late", (Stage.FAILED, Stage.PREPARED, *COMPLETED))[:5])
+    # Then it is 5 offsets behind, stalled once its position has not moved for 0.5 s
+    stalled = wait_until(
+        lambda: (found := lag())["state"] == "stalled" and found,
+        timeout_s=30,
+        what="the projection to be reported stalled",
+    )
+    assert stalled["offsets_behind"] == 5
+    assert stalled["seconds_behind"] > 0

@@ -1,4 +1,4 @@
-"""`graph-ingest worker projector` explains itself, and its settings come from the
+"""`graph-ingest worker projector` and `projections status` explain themselves, and its settings come from the
 environment (GRAPH_INGEST_PROJECTOR__*) like every worker's."""
 
 from __future__ import annotations
@@ -12,10 +12,17 @@ from graph_ingest.settings import Settings
 pytestmark = pytest.mark.timeout(30)
 
 
-def test_the_projector_command_explains_itself() -> None:
-    result = CliRunner().invoke(cli, ["worker", "projector", "--help"])
+@pytest.mark.parametrize(
+    ("command", "names"),
+    [
+        (["worker", "projector"], "PROJECTOR__GROUP_ID"),
+        (["projections", "status"], "PROJECTOR__STALLED_AFTER_S"),
+    ],
+)
+def test_the_projector_commands_explain_themselves(command: list[str], names: str) -> None:
+    result = CliRunner().invoke(cli, [*command, "--help"])
     assert result.exit_code == 0, result.output
-    assert "Example" in result.output and "PROJECTOR__GROUP_ID" in result.output
+    assert "Example" in result.output and names in result.output
 
 
 def test_the_projector_group_is_its_own_and_set_by_the_environment(

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from confluent_kafka import Message
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
 from graph_ingest.domain.operation import Operation
 from graph_ingest.kafka.consumer import RetryRead
@@ -31,6 +32,8 @@ class OperationEvent:
     offset: int
     operation: Operation | None
     """None for a message that carries no snapshot (skipped; its position still counts)."""
+    timestamp: datetime | None = None
+    """The message's Kafka timestamp (when the relay produced it), if it has one."""
 
 
 def decode_operation_event(
@@ -46,7 +49,20 @@ def decode_operation_event(
             log.warning(
                 "%s[%s]@%s is no operation snapshot (%s): skipped", topic, partition, offset, exc
             )
-    return OperationEvent(topic=topic, partition=partition, offset=offset or 0, operation=operation)
+    return OperationEvent(
+        topic=topic,
+        partition=partition,
+        offset=offset or 0,
+        operation=operation,
+        timestamp=message_time(message),
+    )
 
 
-__all__ = ["OperationEvent", "decode_operation_event"]
+def message_time(message: Message) -> datetime | None:
+    kind, milliseconds = message.timestamp()
+    if kind == TIMESTAMP_NOT_AVAILABLE:
+        return None
+    return datetime.fromtimestamp(milliseconds / 1000, tz=UTC)
+
+
+__all__ = ["OperationEvent", "decode_operation_event", "message_time"]

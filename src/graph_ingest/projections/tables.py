@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -47,15 +49,20 @@ SELECT {casts} FROM unnest({arrays}) AS i({columns})
 ON CONFLICT (operation_id) DO UPDATE SET {updates}
 """
 _SAVE_POSITIONS = """
-INSERT INTO {schema}.tracking_positions (projection, topic, partition, "offset")
-SELECT %(projection)s, topic, partition, "offset"
-FROM unnest(%(topic)s::text[], %(partition)s::int[], %(offset)s::bigint[])
-    AS p(topic, partition, "offset")
+INSERT INTO {schema}.tracking_positions (projection, topic, partition, "offset", event_at)
+SELECT %(projection)s, topic, partition, "offset", event_at
+FROM unnest(
+    %(topic)s::text[], %(partition)s::int[], %(offset)s::bigint[], %(event_at)s::timestamptz[]
+) AS p(topic, partition, "offset", event_at)
 ON CONFLICT (projection, topic, partition) DO UPDATE
-SET "offset" = GREATEST(tracking_positions."offset", excluded."offset"), updated_at = now()
+SET "offset" = GREATEST(tracking_positions."offset", excluded."offset"),
+    event_at = CASE WHEN excluded."offset" > tracking_positions."offset"
+                    THEN excluded.event_at ELSE tracking_positions.event_at END,
+    updated_at = CASE WHEN excluded."offset" > tracking_positions."offset"
+                      THEN now() ELSE tracking_positions.updated_at END
 """
 _POSITIONS = """
-SELECT topic, partition, "offset" FROM {schema}.tracking_positions
+SELECT topic, partition, "offset", event_at, updated_at FROM {schema}.tracking_positions
 WHERE projection = %(projection)s AND topic = ANY(%(topic)s::text[])
 """
 _ARRAY_TYPES = {
@@ -67,6 +74,17 @@ _ARRAY_TYPES = {
     "updated_at": "timestamptz",
 }
 """The element type of each column's array parameter (the others: text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FoldedUpTo:
+    """A projection's position in one partition: the last offset folded, that message's Kafka
+    timestamp, and when the position last moved."""
+
+    partition: Partition
+    offset: int
+    event_at: datetime | None
+    moved_at: datetime
 
 
 def read_schema(settings: PostgresSettings) -> str:
@@ -106,6 +124,19 @@ class ReadTables:
         )
         stored = {(row["topic"], row["partition"]): row["offset"] for row in rows}
         return {partition: stored[partition] for partition in partitions if partition in stored}
+
+    def progress(self, projection: str, topic: str) -> list[FoldedUpTo]:
+        """Where ``projection`` has folded ``topic`` up to, per partition it has folded at all."""
+        rows = self.fetch(self._sql["positions"], {"projection": projection, "topic": [topic]})
+        return [
+            FoldedUpTo(
+                partition=(row["topic"], row["partition"]),
+                offset=row["offset"],
+                event_at=row["event_at"],
+                moved_at=row["updated_at"],
+            )
+            for row in rows
+        ]
 
     def fold(self, events: Sequence[OperationEvent]) -> dict[Position, str]:
         """Fold ``events`` into ``operation_status`` and record their positions, in one
@@ -157,15 +188,18 @@ def _folded(
 
 
 def _position_columns(events: Sequence[OperationEvent]) -> dict[str, Any]:
-    last: dict[Partition, int] = {}
+    last: dict[Partition, OperationEvent] = {}
     for event in events:
         partition = (event.topic, event.partition)
-        last[partition] = max(last.get(partition, -1), event.offset)
+        seen = last.get(partition)
+        if seen is None or event.offset > seen.offset:
+            last[partition] = event
     return {
         "projection": OPERATION_STATUS,
         "topic": [topic for topic, _ in last],
         "partition": [partition for _, partition in last],
-        "offset": list(last.values()),
+        "offset": [event.offset for event in last.values()],
+        "event_at": [event.timestamp for event in last.values()],
     }
 
 
@@ -197,4 +231,4 @@ def _statements(schema: str) -> dict[str, sql.Composed]:
     }
 
 
-__all__ = ["OPERATION_STATUS", "SKIPPED", "ReadTables", "read_schema"]
+__all__ = ["OPERATION_STATUS", "SKIPPED", "FoldedUpTo", "ReadTables", "read_schema"]

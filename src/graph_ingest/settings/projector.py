@@ -30,6 +30,12 @@ class ProjectorSettings(Section):
     )
     batch_linger_s: float = Field(default=0.05, ge=0)
     poll_timeout_s: float = Field(default=0.5, gt=0)
+    stalled_after_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="a projection behind its topic whose position has not moved for this long is"
+        " reported stalled (graph-ingest projections status)",
+    )
     retry_initial_backoff_s: float = Field(default=0.5, gt=0)
     retry_max_backoff_s: float = Field(
         default=30.0, gt=0, description="the longest wait between tries while PostgreSQL is down"

@@ -50,12 +50,15 @@ BEGIN
 
     -- Where each projection has folded up to, written in the transaction of its folds: the
     -- truth a projector seeks to on assignment (Kafka's committed offsets only follow it).
+    -- event_at: the Kafka timestamp of the message at "offset"; updated_at: when "offset" last
+    -- moved (lag: the age of the last event, and whether a projection is stalled).
     EXECUTE format($sql$
         CREATE TABLE %I.tracking_positions (
             projection  TEXT NOT NULL,
             topic       TEXT NOT NULL,
             partition   INT NOT NULL,
             "offset"    BIGINT NOT NULL,
+            event_at    TIMESTAMPTZ,
             updated_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
             PRIMARY KEY (projection, topic, partition)
         )$sql$, read_schema);
