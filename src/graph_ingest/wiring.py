@@ -27,6 +27,8 @@ from graph_ingest.planning.planner import Planner, Resource
 from graph_ingest.planning.request_planner import RequestPlanner
 from graph_ingest.planning.rules import RulesExtractor
 from graph_ingest.producers.relay import OutboxRelay
+from graph_ingest.projections.projector import Projector
+from graph_ingest.projections.tables import ReadTables
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import OperationStore
@@ -196,6 +198,21 @@ def run_planner(
             planner.close()
     finally:
         store.close()
+
+
+def run_projector(
+    settings: Settings, stop: threading.Event, *, subscribers: Sequence[LoopSubscriber] = ()
+) -> None:
+    """Run one projector until ``stop`` is set: the operations topic folded into the read
+    tables (``<POSTGRES__SCHEMA_NAME>_read``, made by ``db migrate``, as the store's tables
+    are). ``subscribers`` watch its lifecycle hooks."""
+    tables = ReadTables(settings.postgres)
+    tables.start()
+    try:
+        hooks = Hooks(settings.projector.worker_id, *subscribers)
+        Projector(settings, tables, hooks=hooks).run(stop)
+    finally:
+        tables.close()
 
 
 def build_planner(settings: Settings, *, metrics: PlanningMetrics | None = None) -> Planner:

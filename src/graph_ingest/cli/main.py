@@ -25,6 +25,7 @@ def _register() -> None:
     from graph_ingest.cli.demo import demo
     from graph_ingest.cli.dlq import dlq
     from graph_ingest.cli.operations import publish_plan, status
+    from graph_ingest.cli.projections import projections
     from graph_ingest.cli.reconcile import reconcile
     from graph_ingest.cli.recovery import recover, resume
     from graph_ingest.cli.stack import stack
@@ -36,6 +37,7 @@ def _register() -> None:
         topics,
         db,
         worker,
+        projections,
         submit,
         retract,
         publish_plan,

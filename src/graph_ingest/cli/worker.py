@@ -75,6 +75,26 @@ def planner(factory: str | None) -> None:
     run_planner(settings, stop_on_signals(), build(settings))
 
 
+@worker.command("projector")
+@reports_errors
+def projector() -> None:
+    """Fold the operations topic into the read tables (schema <POSTGRES__SCHEMA_NAME>_read).
+
+    Reads ingestion.operations in its own consumer group (GRAPH_INGEST_PROJECTOR__GROUP_ID)
+    from where the read tables say it stopped (from the beginning for new tables). Each batch
+    and its positions are one transaction; duplicated or reordered events never move a status
+    backwards. Run several (same group) to share the partitions. Run `graph-ingest db migrate`
+    first.
+
+    \b
+    Example:
+      GRAPH_INGEST_PROJECTOR__GROUP_ID=graph-ingest-projector graph-ingest worker projector
+    """
+    from graph_ingest.wiring import run_projector
+
+    run_projector(load_settings(), stop_on_signals())
+
+
 @worker.command("relay")
 @reports_errors
 def relay() -> None:

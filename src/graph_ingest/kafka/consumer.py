@@ -42,6 +42,9 @@ Partition = tuple[str, int]
 TIER_LATENESS = "tier_lateness_s"
 RevokeHandler = Callable[[set[Partition]], None]
 AssignHandler = Callable[[frozenset[Partition]], None]
+# Where to start reading newly assigned partitions, when the worker keeps its positions itself
+# (a projector: its read tables); a partition left out starts at the group's committed offset.
+StartingOffsets = Callable[[frozenset[Partition]], Mapping[Partition, int]]
 
 
 class Consumed(Protocol):
@@ -94,6 +97,7 @@ class TypedConsumer(Generic[M]):
         on_revoke: RevokeHandler,
         decode: Decoder[M],
         on_assign: AssignHandler | None = None,
+        starting_offsets: StartingOffsets | None = None,
         tier_topics: Collection[str] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -101,6 +105,7 @@ class TypedConsumer(Generic[M]):
         self._topics = list(topics)
         self._on_revoke = on_revoke
         self._on_assign = on_assign
+        self._starting_offsets = starting_offsets
         self._decode = decode
         self._tier_topics = frozenset(tier_topics)
         self._clock = clock  # wall clock: due times travel between machines in headers
@@ -282,8 +287,18 @@ class TypedConsumer(Generic[M]):
     # -- rebalance callbacks ---------------------------------------------------------------
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        consumer.incremental_assign(partitions)
         assigned = {(tp.topic, tp.partition) for tp in partitions}
+        if self._starting_offsets is not None:
+            # Set in the assignment itself: a seek inside the callback fails (erroneous state),
+            # and one after it races the fetch of the committed offset.
+            starts = self._starting_offsets(frozenset(assigned))
+            partitions = [
+                TopicPartition(
+                    tp.topic, tp.partition, starts.get((tp.topic, tp.partition), tp.offset)
+                )
+                for tp in partitions
+            ]
+        consumer.incremental_assign(partitions)
         self._owned |= assigned
         self._set_paused(assigned)
         log.info("partitions assigned: %s%s", sorted(assigned), " (paused)" if self._paused else "")
@@ -310,6 +325,7 @@ __all__ = [
     "TIER_LATENESS",
     "Partition",
     "RetryRead",
+    "StartingOffsets",
     "TypedConsumer",
     "Usable",
     "open_consumer",

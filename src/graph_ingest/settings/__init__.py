@@ -16,6 +16,7 @@ from graph_ingest.settings.llm import LlmSettings
 from graph_ingest.settings.neo4j import Neo4jSettings
 from graph_ingest.settings.planner import PlannerSettings
 from graph_ingest.settings.postgres import PostgresSettings
+from graph_ingest.settings.projector import ProjectorSettings
 from graph_ingest.settings.recovery import DlqSettings, RecoverySettings
 from graph_ingest.settings.relay import RelaySettings
 from graph_ingest.settings.stack import StackSettings
@@ -33,6 +34,7 @@ class Settings(BaseSettings):
     postgres: PostgresSettings = PostgresSettings()
     applier: ApplierSettings = ApplierSettings()
     planner: PlannerSettings = PlannerSettings()
+    projector: ProjectorSettings = ProjectorSettings()
     relay: RelaySettings = RelaySettings()
     recovery: RecoverySettings = RecoverySettings()
     dlq: DlqSettings = DlqSettings()

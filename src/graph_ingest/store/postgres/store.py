@@ -36,6 +36,31 @@ log = logging.getLogger(__name__)
 DATABASE_TIME = "SELECT clock_timestamp() AS now"
 
 
+def open_pool(settings: PostgresSettings) -> ConnectionPool[psycopg.Connection[Any]]:
+    """A pool of connections to ``settings`` (search path: its schema), open, its first
+    connections made: StoreUnavailable if PostgreSQL cannot be reached in time."""
+    s = settings
+    pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+        s.conninfo(),
+        min_size=s.pool_min_size,
+        max_size=s.pool_max_size,
+        timeout=float(s.connect_timeout_s),
+        # A connection that died with the server (restart, failover) is replaced on checkout
+        # instead of failing the next unit of work.
+        check=ConnectionPool.check_connection,
+        name=f"graph-ingest-{s.schema_name}",
+        open=False,
+    )
+    try:
+        with translating():
+            pool.open(wait=True, timeout=float(s.connect_timeout_s))
+    except BaseException:
+        pool.close()
+        raise
+    log.info("postgres pool open on %s:%s schema=%s", s.host, s.port, s.schema_name)
+    return pool
+
+
 class PostgresOperationStore(
     PostgresOperationReader,
     PostgresDocumentReader,
@@ -62,29 +87,7 @@ class PostgresOperationStore(
     def start(self) -> None:
         """Open the connection pool and wait for its first connections (idempotent)."""
         if self._pool is None:
-            self._pool = self._open_pool()
-
-    def _open_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
-        s = self._settings
-        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            s.conninfo(),
-            min_size=s.pool_min_size,
-            max_size=s.pool_max_size,
-            timeout=float(s.connect_timeout_s),
-            # A connection that died with the server (restart, failover) is replaced on checkout
-            # instead of failing the next unit of work.
-            check=ConnectionPool.check_connection,
-            name=f"graph-ingest-{s.schema_name}",
-            open=False,
-        )
-        try:
-            with translating():
-                pool.open(wait=True, timeout=float(s.connect_timeout_s))
-        except BaseException:
-            pool.close()
-            raise
-        log.info("postgres store: pool open on %s:%s schema=%s", s.host, s.port, s.schema_name)
-        return pool
+            self._pool = open_pool(self._settings)
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -108,7 +111,7 @@ class PostgresOperationStore(
             conn.execute("SELECT 1")
         if pool.pop_stats().get("connections_errors", 0):
             log.info("postgres store: the server answers again; replacing the connection pool")
-            self._pool = self._open_pool()  # raises, keeping the old pool, if it cannot
+            self._pool = open_pool(self._settings)  # raises, keeping the old pool, if it cannot
             pool.close(timeout=0)
 
     @translated
@@ -123,4 +126,4 @@ class PostgresOperationStore(
             uow.put_plan_claims(claims)
 
 
-__all__ = ["PostgresOperationStore"]
+__all__ = ["PostgresOperationStore", "open_pool"]

@@ -1,0 +1,113 @@
+"""The lag of the operations projection, gathered: its positions from the read tables, what
+waits after them from the topic (a group-less reader: it joins no group and commits nothing),
+decided by ``projections.lag.lag_of``."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.kafka.consumer import open_consumer
+from graph_ingest.kafka.errors import KafkaIngestError, translate_kafka_error
+from graph_ingest.projections.events import message_time
+from graph_ingest.projections.lag import ProjectionLag, Unfolded, lag_of
+from graph_ingest.projections.tables import OPERATION_STATUS, ReadTables
+from graph_ingest.settings import Settings
+from graph_ingest.settings.kafka import KafkaSettings
+
+_POLL_S = 0.2
+
+
+def operations_lag(
+    settings: Settings, tables: ReadTables, *, timeout_s: float = 30
+) -> ProjectionLag:
+    """The lag of the operations projection now (``tables`` started)."""
+    topic = settings.topics.operations
+    folded = tables.progress(OPERATION_STATUS, topic)
+    positions = {f.partition[1]: f.offset for f in folded}
+    waiting = unfolded(settings.kafka, topic, positions, timeout_s=timeout_s)
+    return lag_of(
+        OPERATION_STATUS,
+        folded,
+        waiting,
+        now=datetime.now(UTC),
+        stalled_s=settings.projector.stalled_after_s,
+    )
+
+
+def unfolded(
+    settings: KafkaSettings, topic: str, folded: Mapping[int, int], *, timeout_s: float
+) -> list[Unfolded]:
+    """Per partition with a committed message after its folded offset (``folded``: partition ->
+    last offset folded): the offsets to the end, and that first message's time."""
+    consumer = open_consumer(
+        settings.consumer_config(
+            f"{settings.client_id}.lag.{uuid.uuid4().hex}", **{"enable.partition.eof": True}
+        ),
+        context=f"reading the lag of {topic}",
+    )
+    try:
+        ranges = _unread_ranges(consumer, topic, folded, timeout_s)
+        consumer.assign([TopicPartition(topic, p, start) for p, (start, _) in ranges.items()])
+        first = _first_times(consumer, topic, set(ranges), time.monotonic() + timeout_s)
+    except KafkaException as exc:
+        raise translate_kafka_error(exc, context=f"reading the lag of {topic}") from exc
+    finally:
+        consumer.close()
+    return [Unfolded(end - start, first[p]) for p, (start, end) in ranges.items() if p in first]
+
+
+def _unread_ranges(
+    consumer: Consumer, topic: str, folded: Mapping[int, int], timeout_s: float
+) -> dict[int, tuple[int, int]]:
+    """Partition -> (first offset not folded, end offset), for partitions not read to the end."""
+    metadata = consumer.list_topics(topic, timeout=timeout_s)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        raise KafkaIngestError(f"topic {topic} does not exist", code=StatusCode.NOT_FOUND)
+    ranges = {}
+    for partition in sorted(found.partitions):
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=timeout_s
+        )
+        start = max(folded.get(partition, -1) + 1, low)
+        if start < high:
+            ranges[partition] = (start, high)
+    return ranges
+
+
+def _first_times(
+    consumer: Consumer, topic: str, pending: set[int], deadline: float
+) -> dict[int, datetime | None]:
+    """The time of the first committed message of each ``pending`` partition; a partition that
+    reaches its end first (only transaction markers or aborted records left) is left out."""
+    first: dict[int, datetime | None] = {}
+    while pending:
+        if time.monotonic() >= deadline:
+            raise KafkaIngestError(
+                f"{topic}: the lag of {len(pending)} partitions not read in time",
+                code=StatusCode.DEADLINE_EXCEEDED,
+            )
+        message = consumer.poll(_POLL_S)
+        if message is None:
+            continue
+        partition = message.partition() or 0
+        error = message.error()
+        if partition not in pending:
+            continue
+        if error is None:
+            first[partition] = message_time(message)
+        elif error.fatal():
+            raise translate_kafka_error(error, context=f"reading the lag of {topic}")
+        elif error.code() != KafkaError._PARTITION_EOF:
+            continue  # a broker away for a moment: librdkafka retries, the deadline bounds it
+        pending.discard(partition)
+    return first
+
+
+__all__ = ["operations_lag", "unfolded"]

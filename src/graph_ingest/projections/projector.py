@@ -1,0 +1,159 @@
+"""The projector worker: folds ``ingestion.operations`` into the read tables, in a consumer
+group of its own (``PROJECTOR__GROUP_ID``), on the runtime every worker shares.
+
+* **Positions**: the read tables' ``tracking_positions`` are the truth. An assigned partition
+  starts at its stored position + 1, or at the beginning when it has none (a new read schema
+  folds the whole topic, whatever the group committed). Offsets are committed to Kafka too, after
+  each batch's transaction, so they only ever trail the table; should the table be unreachable
+  during a rebalance, the partition starts at the committed offset (a refold is harmless).
+* **A batch** is folded, with its positions, in one transaction (``projections.tables``);
+  redelivered and reordered events are harmless (``projections.fold``).
+* **PostgreSQL down** (a transient error): the batch is read again from its first offsets after
+  a backoff, every partition paused meanwhile so the worker stays in its group.
+* **An event the tables refuse** (a permanent error): the batch is folded event by event; the
+  one that still fails is logged and skipped, its position recorded: never a crash loop.
+* **SIGTERM** (``stop``): the batch in hand is folded and committed, then the worker leaves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+from confluent_kafka import OFFSET_BEGINNING
+
+from graph_ingest.consumers.hooks import Hooks
+from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait
+from graph_ingest.kafka.consumer import Partition, TypedConsumer
+from graph_ingest.projections.events import OperationEvent, decode_operation_event
+from graph_ingest.projections.tables import OPERATION_STATUS, Position, ReadTables
+from graph_ingest.resilience.backoff import Backoff
+from graph_ingest.settings import Settings
+from graph_ingest.store.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+
+class Projector:
+    """Constructing it touches nothing; ``run`` joins the group and folds until ``stop``."""
+
+    def __init__(self, settings: Settings, tables: ReadTables, *, hooks: Hooks) -> None:
+        self._settings = settings.projector
+        self._tables = tables
+        self._hooks = hooks
+        self._backoff = Backoff(
+            self._settings.retry_initial_backoff_s, self._settings.retry_max_backoff_s
+        )
+        rebalance = RebalanceHooks(hooks, on_revoke=lambda _revoked: None)  # nothing held back
+        self._consumer: TypedConsumer[OperationEvent] = TypedConsumer(
+            settings.kafka.consumer_config(self._settings.group_id),
+            [settings.topics.operations],
+            on_revoke=rebalance.revoked,
+            on_assign=rebalance.assigned,
+            starting_offsets=self._starting_offsets,
+            decode=decode_operation_event,
+        )
+
+    def run(self, stop: threading.Event) -> None:
+        self._consumer.start()
+        try:
+            while not stop.is_set():
+                s = self._settings
+                events = self._consumer.consume(
+                    s.batch_max_events, s.poll_timeout_s, s.batch_linger_s
+                )
+                self._hooks.consumed(len(events))
+                if events:
+                    self._fold(events, stop)
+        finally:
+            self._consumer.close()
+
+    def _starting_offsets(self, partitions: frozenset[Partition]) -> Mapping[Partition, int]:
+        try:
+            stored = self._tables.positions(OPERATION_STATUS, partitions)
+        except StoreError as exc:
+            log.warning("read positions unavailable (%s): starting at committed offsets", exc)
+            return {}
+        return {p: stored[p] + 1 if p in stored else OFFSET_BEGINNING for p in partitions}
+
+    def _fold(self, events: Sequence[OperationEvent], stop: threading.Event) -> None:
+        started = time.monotonic()
+        try:
+            outcomes = self._fold_batch(events)
+        except StoreError as exc:  # transient: PostgreSQL down, a lock timeout
+            self._wait_out(events, exc, stop)
+            return
+        attempts = self._backoff.succeeded() + 1
+        self._hooks.batch_handled(outcomes, time.monotonic() - started, attempts)
+        self._hooks.committed(self._consumer.commit(_next_offsets(events)))
+
+    def _fold_batch(self, events: Sequence[OperationEvent]) -> dict[Position, str]:
+        try:
+            return self._tables.fold(events)
+        except StoreError as exc:
+            if exc.code.is_transient:
+                raise
+            return self._fold_one_by_one(events)
+
+    def _fold_one_by_one(self, events: Sequence[OperationEvent]) -> dict[Position, str]:
+        """Fold each event alone; one the tables still refuse is skipped (logged, its position
+        recorded). A transient error meanwhile is raised: the batch is read again."""
+        outcomes: dict[Position, str] = {}
+        for event in events:
+            try:
+                outcomes |= self._tables.fold([event])
+            except StoreError as exc:
+                if exc.code.is_transient:
+                    raise
+                log.error(
+                    "%s[%d]@%d op=%s: the read tables refuse the event (%s): skipped",
+                    event.topic,
+                    event.partition,
+                    event.offset,
+                    event.operation.operation_id if event.operation else None,
+                    exc,
+                )
+                outcomes |= self._tables.fold([dataclasses.replace(event, operation=None)])
+        return outcomes
+
+    def _wait_out(
+        self, events: Sequence[OperationEvent], exc: StoreError, stop: threading.Event
+    ) -> None:
+        """Read the batch again after a backoff, every partition paused meanwhile."""
+        delay = self._backoff.failed()
+        log.warning(
+            "folding %d operation events failed (%s, failure %d): again in %.1fs",
+            len(events),
+            exc,
+            self._backoff.failures,
+            delay,
+        )
+        self._rewind(events)
+        paused_wait(
+            self._consumer,
+            stop,
+            poll=lambda timeout: self._rewind(self._consumer.consume(1, timeout)),
+            timeout_s=delay,
+        )
+
+    def _rewind(self, events: Sequence[OperationEvent]) -> None:
+        """Fetch ``events`` again (each partition from its first of them)."""
+        first: dict[Partition, int] = {}
+        for event in events:
+            partition = (event.topic, event.partition)
+            first[partition] = min(first.get(partition, event.offset), event.offset)
+        self._consumer.rewind(first)
+
+
+def _next_offsets(events: Sequence[OperationEvent]) -> dict[Partition, int]:
+    offsets: dict[Partition, int] = {}
+    for event in events:
+        partition = (event.topic, event.partition)
+        offsets[partition] = max(offsets.get(partition, 0), event.offset + 1)
+    return offsets
+
+
+__all__ = ["Projector"]
