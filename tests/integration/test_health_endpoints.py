@@ -40,11 +40,44 @@ def check_json(*args: str) -> tuple[int, dict[str, Any]]:
 
 
 class Worker:
-    """The applier process and its health URL; a probe of a worker that died fails the test
+    """A worker process and its health URL; a probe of a worker that died fails the test
     with its log instead of waiting out the deadline."""
 
     def __init__(self, process: subprocess.Popen[bytes], url: str, log: Path) -> None:
         self.process, self.url, self.log = process, url, log
+
+    @classmethod
+    def start(cls, pipeline: Pipeline, tmp_path: Path, args: list[str], **env: str) -> Worker:
+        """`graph-ingest worker <args> --health-port <a free port>` on ``pipeline``."""
+        port = free_port()
+        log = tmp_path / "worker.log"
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "graph_ingest.cli.main",
+                "worker",
+                *args,
+                "--health-port",
+                str(port),
+            ],
+            cwd=REPO,
+            env={
+                **os.environ,
+                **pipeline.env(),
+                "GRAPH_INGEST_HEALTH__LIVE_MAX_AGE_S": str(LIVE_MAX_AGE_S),
+                **env,
+            },
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        return cls(process, f"http://127.0.0.1:{port}", log)
+
+    def kill(self) -> None:
+        """By pid, if it is still running."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
 
     def ask(self, probe: str) -> ProbeAnswer | None:
         assert self.process.poll() is None, self.log.read_text()
@@ -63,6 +96,13 @@ class Worker:
             assert ready is not None and ready.body["status"] == ready_status, ready
             time.sleep(0.5)
 
+    def ready_with_every_partition(self, topic: str, partitions: int) -> ProbeAnswer:
+        wanted = [{"topic": topic, "partition": p} for p in range(partitions)]
+        return self.ready_when(
+            lambda body: all(p in body["assigned"] for p in wanted),
+            f"ready to list every partition of {topic}",
+        )
+
     def ready_when(self, holds: Any, what: str, timeout_s: float = 120) -> ProbeAnswer:
         def answer() -> ProbeAnswer | None:
             found = self.ask("ready")
@@ -77,30 +117,13 @@ def test_health_of_a_real_applier_through_a_neo4j_outage(
     neo4j = urlparse(pipeline.settings.neo4j.uri)
     proxy = TcpProxy((neo4j.hostname or "127.0.0.1", neo4j.port or 7687))
     proxy.start()
-    port = free_port()
-    log = tmp_path / "applier.log"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "graph_ingest.cli.main",
-            "worker",
-            "applier",
-            "--health-port",
-            str(port),
-        ],
-        cwd=REPO,
-        env={
-            **os.environ,
-            **pipeline.env(),
-            "GRAPH_INGEST_NEO4J__URI": f"bolt://127.0.0.1:{proxy.port}",
-            "GRAPH_INGEST_APPLIER__WORKER_ID": "health-test",
-            "GRAPH_INGEST_HEALTH__LIVE_MAX_AGE_S": str(LIVE_MAX_AGE_S),
-        },
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
+    worker = Worker.start(
+        pipeline,
+        tmp_path,
+        ["applier"],
+        GRAPH_INGEST_NEO4J__URI=f"bolt://127.0.0.1:{proxy.port}",
+        GRAPH_INGEST_APPLIER__WORKER_ID="health-test",
     )
-    worker = Worker(process, f"http://127.0.0.1:{port}", log)
     try:
         # Given a started applier: startup and live answer 200, ready lists its assignment
         wait_until(
@@ -110,14 +133,8 @@ def test_health_of_a_real_applier_through_a_neo4j_outage(
             what="/health/startup to answer 200",
         )
         assert (live := worker.ask("live")) is not None and live.status == 200
-        plans_partitions = [
-            {"topic": pipeline.settings.topics.plans, "partition": p}
-            for p in range(pipeline.settings.topics.plan_partitions)
-        ]
-        ready = worker.ready_when(
-            lambda body: all(p in body["assigned"] for p in plans_partitions),
-            "ready to list every plans partition",
-        )
+        topics = pipeline.settings.topics
+        ready = worker.ready_with_every_partition(topics.plans, topics.plan_partitions)
         assert (ready.status, ready.body["status"], ready.body["worker"]) == (
             200,
             "ready",
@@ -149,47 +166,27 @@ def test_health_of_a_real_applier_through_a_neo4j_outage(
         pipeline.wait_stage(second.operation_id, Stage.COMPLETED, timeout_s=120)
         worker.ready_when(lambda body: body["status"] == "ready", "ready after the outage")
         # When the worker stops, nothing answers any more: check says so and exits 1
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0, log.read_text()
+        worker.process.send_signal(signal.SIGTERM)
+        assert worker.process.wait(timeout=60) == 0, worker.log.read_text()
         code, _, err = check("--url", worker.url, "--live")
         assert code == 1 and "nothing answers" in err
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
+        worker.kill()
         proxy.cut()
 
 
 def test_health_of_a_real_planner(pipeline: Pipeline, tmp_path: Path) -> None:
-    port = free_port()
-    log = tmp_path / "planner.log"
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "graph_ingest.cli.main", "worker", "planner"),
-            *("--planner", "tests.planners:build", "--health-port", str(port)),
-        ],
-        cwd=REPO,
-        env={
-            **os.environ,
-            **pipeline.env(),
-            "GRAPH_INGEST_PLANNER__WORKER_ID": "planner-health",
-            "GRAPH_INGEST_HEALTH__LIVE_MAX_AGE_S": str(LIVE_MAX_AGE_S),
-        },
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
+    worker = Worker.start(
+        pipeline,
+        tmp_path,
+        ["planner", "--planner", "tests.planners:build"],
+        GRAPH_INGEST_PLANNER__WORKER_ID="planner-health",
     )
-    worker = Worker(process, f"http://127.0.0.1:{port}", log)
     try:
         # Given a planner started with a health port, idle (no request arrives)
-        requests = [
-            {"topic": pipeline.settings.topics.requests, "partition": p}
-            for p in range(pipeline.settings.topics.request_partitions)
-        ]
         # Then it becomes ready with every requests partition, and stays live and started
-        ready = worker.ready_when(
-            lambda body: all(p in body["assigned"] for p in requests),
-            "the planner to be ready with every requests partition",
-        )
+        topics = pipeline.settings.topics
+        ready = worker.ready_with_every_partition(topics.requests, topics.request_partitions)
         assert (ready.status, ready.body["worker"], ready.body["dependencies"]) == (
             200,
             "planner-health",
@@ -197,9 +194,7 @@ def test_health_of_a_real_planner(pipeline: Pipeline, tmp_path: Path) -> None:
         )
         assert (answer := worker.ask("startup")) is not None and answer.status == 200
         worker.stays_live(LIVE_MAX_AGE_S * 1.5, "ready")  # idle: only its polls beat
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0, log.read_text()
+        worker.process.send_signal(signal.SIGTERM)
+        assert worker.process.wait(timeout=60) == 0, worker.log.read_text()
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
+        worker.kill()
