@@ -22,8 +22,10 @@ class HealthSettings(Section):
         description="the address to bind; 0.0.0.0 for a probe from outside the host (a pod)",
     )
     live_max_age_s: float = Field(
-        default=60.0,
+        default=120.0,
         gt=0,
-        description="/health/live fails once the loop has not turned for this long; keep it above"
-        " the longest batch (an LLM planner's) and the planner's RETRY_MAX_BACKOFF_S",
+        description="/health/live fails once the loop has not turned for this long. The loop polls"
+        " between batches and while paused, so keep it above the longest single batch: the"
+        " default covers NEO4J__TRANSACTION_TIMEOUT_S (60) with its retries and the planner's"
+        " RETRY_MAX_BACKOFF_S (30); raise it for an LLM planner's long batches",
     )
