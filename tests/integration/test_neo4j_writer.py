@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import socket
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +20,7 @@ from graph_ingest.graph.errors import GraphPreconditionFailed
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.settings import Settings
 from graph_ingest.settings.neo4j import Neo4jSettings
+from tests.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -472,66 +471,14 @@ def test_unreachable_server_is_dependency_unavailable() -> None:
     graph_writer.close()
 
 
-class CuttableProxy:
-    """A TCP proxy in front of Neo4j that can be cut, to lose the server after ``start()``."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self.listener.getsockname()[1]
-        self.sockets: list[socket.socket] = []
-        self.lock = threading.Lock()
-        self.is_cut = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-                upstream = socket.create_connection(self.target)
-            except OSError:
-                return
-            with self.lock:
-                self.sockets += [client, upstream]
-                if self.is_cut:
-                    client.close()
-                    upstream.close()
-                    return
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                with contextlib.suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        with self.lock:
-            self.is_cut = True
-        with contextlib.suppress(OSError):
-            self.listener.shutdown(socket.SHUT_RDWR)  # close() alone does not wake accept()
-        self.listener.close()
-        with self.lock:
-            for sock in self.sockets:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
-
-
 def test_server_lost_after_start_is_dependency_unavailable(
     neo4j_settings: Neo4jSettings, label_space: LabelSpace
 ) -> None:
     # Given a writer connected through a proxy, its constraint in place
     options = label_space.options()
     target = urlsplit(neo4j_settings.uri)
-    proxy = CuttableProxy((target.hostname or "127.0.0.1", target.port or 7687))
+    proxy = TcpProxy((target.hostname or "127.0.0.1", target.port or 7687))
+    proxy.start()
     proxied = neo4j_settings.model_copy(
         update={"uri": f"bolt://127.0.0.1:{proxy.port}", "connection_timeout_s": 1.0}
     )

@@ -1,10 +1,34 @@
 """`graph-ingest worker …`: long-running consumer-group processes."""
 
+from contextlib import AbstractContextManager
+
 import click
 
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import reports_errors
 from graph_ingest.cli.signals import stop_on_signals
+from graph_ingest.consumers.hooks import LoopSubscriber
+from graph_ingest.settings import Settings
+
+health_port_option = click.option(
+    "--health-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="Serve /health/live, /health/ready and /health/startup on this port (default: "
+    "GRAPH_INGEST_HEALTH__PORT; unset: none), on GRAPH_INGEST_HEALTH__HOST (127.0.0.1).",
+)
+
+
+def _health(
+    settings: Settings, port: int | None, worker_id: str
+) -> AbstractContextManager[tuple[LoopSubscriber, ...]]:
+    """The health endpoints while the worker runs (``--health-port`` over the setting)."""
+    from graph_ingest.observability.server import serving_health
+
+    health = settings.health
+    if port is not None:
+        health = health.model_copy(update={"port": port})
+    return serving_health(health, worker_id)
 
 
 @click.group()
@@ -20,8 +44,9 @@ def worker() -> None:
     help="Also run an outbox relay in this process (one active per schema, the others stand "
     "by). --no-relay when relays run as their own processes.",
 )
+@health_port_option
 @reports_errors
-def applier(relay: bool) -> None:
+def applier(relay: bool, health_port: int | None) -> None:
     """Apply frozen plans from the plans topic and its retry tiers to Neo4j and PostgreSQL.
 
     One process is a complete pipeline: it consumes the plans topic and every retry tier
@@ -31,11 +56,14 @@ def applier(relay: bool) -> None:
 
     \b
     Example:
-      GRAPH_INGEST_APPLIER__BATCH_MAX_PLANS=200 graph-ingest worker applier
+      GRAPH_INGEST_APPLIER__BATCH_MAX_PLANS=200 graph-ingest worker applier --health-port 8081
     """
     from graph_ingest.wiring import run_applier
 
-    run_applier(load_settings(), stop_on_signals(), relay=relay)
+    settings = load_settings()
+    stop = stop_on_signals()
+    with _health(settings, health_port, settings.applier.worker_id) as subscribers:
+        run_applier(settings, stop, relay=relay, subscribers=subscribers)
 
 
 @worker.command("planner")
@@ -46,8 +74,9 @@ def applier(relay: bool) -> None:
     help="The function that builds the planner from the settings (default: "
     "GRAPH_INGEST_PLANNER__FACTORY, graph_ingest.wiring:build_planner).",
 )
+@health_port_option
 @reports_errors
-def planner(factory: str | None) -> None:
+def planner(factory: str | None, health_port: int | None) -> None:
     """Plan ingest requests (topic ingest.requests) into frozen plans (ingestion.plans).
 
     Each batch's plans, planning DLQ entries and request offsets are committed in one Kafka
@@ -72,7 +101,9 @@ def planner(factory: str | None) -> None:
 
     settings = load_settings()
     build = load_planner_factory(factory or settings.planner.factory)
-    run_planner(settings, stop_on_signals(), build(settings))
+    stop = stop_on_signals()
+    with _health(settings, health_port, settings.planner.worker_id) as subscribers:
+        run_planner(settings, stop, build(settings), subscribers=subscribers)
 
 
 @worker.command("projector")

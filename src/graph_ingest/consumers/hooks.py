@@ -19,6 +19,14 @@ Position = tuple[str, int, int]
 
 
 @dataclass(frozen=True, slots=True)
+class Polled:
+    """A poll round ended, whether or not it delivered anything: the loop is turning (the one
+    event an idle worker fires, so a heartbeat can tell idle from stuck)."""
+
+    worker: str
+
+
+@dataclass(frozen=True, slots=True)
 class Consumed:
     """A poll delivered ``messages`` decoded messages to the worker."""
 
@@ -75,6 +83,9 @@ class Committed:
 class LoopSubscriber:
     """Override the events to watch; the others do nothing."""
 
+    def polled(self, event: Polled) -> None:
+        """A poll round ended (idle or not)."""
+
     def consumed(self, event: Consumed) -> None:
         """A poll delivered messages."""
 
@@ -105,6 +116,12 @@ class Hooks:
 
     def subscribe(self, subscriber: LoopSubscriber) -> None:
         self.subscribers = (*self.subscribers, subscriber)
+
+    def polled(self) -> None:
+        if self.subscribers:
+            event = Polled(self.worker)
+            for subscriber in self.subscribers:
+                subscriber.polled(event)
 
     def consumed(self, messages: int) -> None:
         if self.subscribers and messages:
@@ -157,6 +174,7 @@ __all__ = [
     "Consumed",
     "Hooks",
     "LoopSubscriber",
+    "Polled",
     "Rebalanced",
     "Routed",
 ]

@@ -11,6 +11,7 @@ from pydantic import model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graph_ingest.settings.applier import ApplierSettings
+from graph_ingest.settings.health import HealthSettings
 from graph_ingest.settings.kafka import KafkaSettings, TopicSettings
 from graph_ingest.settings.llm import LlmSettings
 from graph_ingest.settings.neo4j import Neo4jSettings
@@ -39,6 +40,7 @@ class Settings(BaseSettings):
     recovery: RecoverySettings = RecoverySettings()
     dlq: DlqSettings = DlqSettings()
     llm: LlmSettings = LlmSettings()
+    health: HealthSettings = HealthSettings()
 
     @model_validator(mode="after")
     def clients_follow_stack_ports(self) -> Settings:

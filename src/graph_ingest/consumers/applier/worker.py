@@ -131,6 +131,7 @@ class ApplierWorker:
         self._offsets.tracker.consumed(polled)
         self._pending.extend(polled)
         self._hooks.consumed(len(polled))
+        self._hooks.polled()
 
     def _fetch_ahead(self) -> None:
         """Fetch what is already at hand for the next batch, so it decodes while this one

@@ -156,6 +156,7 @@ class PlannerWorker:
                     settings.batch_max_requests, timeout, settings.batch_linger_s
                 )
                 self._hooks.consumed(len(batch))
+                self._hooks.polled()
                 started = time.monotonic()
                 handled = self._plan_batch(batch)
                 published = not handled or self._publish(handled, started)
