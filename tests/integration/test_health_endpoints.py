@@ -198,3 +198,25 @@ def test_health_of_a_real_planner(pipeline: Pipeline, tmp_path: Path) -> None:
         assert worker.process.wait(timeout=60) == 0, worker.log.read_text()
     finally:
         worker.kill()
+
+
+def test_health_of_a_real_projector(pipeline: Pipeline, tmp_path: Path) -> None:
+    worker = Worker.start(
+        pipeline,
+        tmp_path,
+        ["projector"],
+        GRAPH_INGEST_PROJECTOR__WORKER_ID="projector-health",
+        GRAPH_INGEST_PROJECTOR__GROUP_ID=f"{pipeline.settings.applier.group_id}.projector",
+    )
+    try:
+        # Given a projector started with a health port, idle (no operation event arrives)
+        # Then it becomes ready with every operations partition, and stays live and started
+        topics = pipeline.settings.topics
+        ready = worker.ready_with_every_partition(topics.operations, topics.operation_partitions)
+        assert (ready.status, ready.body["worker"]) == (200, "projector-health")
+        assert (answer := worker.ask("startup")) is not None and answer.status == 200
+        worker.stays_live(LIVE_MAX_AGE_S * 1.5, "ready")  # idle: only its polls beat
+        worker.process.send_signal(signal.SIGTERM)
+        assert worker.process.wait(timeout=60) == 0, worker.log.read_text()
+    finally:
+        worker.kill()

@@ -107,8 +107,9 @@ def planner(factory: str | None, health_port: int | None) -> None:
 
 
 @worker.command("projector")
+@health_port_option
 @reports_errors
-def projector() -> None:
+def projector(health_port: int | None) -> None:
     """Fold the operations topic into the read tables (schema <POSTGRES__SCHEMA_NAME>_read).
 
     Reads ingestion.operations in its own consumer group (GRAPH_INGEST_PROJECTOR__GROUP_ID)
@@ -119,11 +120,14 @@ def projector() -> None:
 
     \b
     Example:
-      GRAPH_INGEST_PROJECTOR__GROUP_ID=graph-ingest-projector graph-ingest worker projector
+      GRAPH_INGEST_PROJECTOR__GROUP_ID=graph-ingest-projector graph-ingest worker projector \\
+        --health-port 8083
     """
     from graph_ingest.wiring import run_projector
 
-    run_projector(load_settings(), stop_on_signals())
+    settings = load_settings()
+    with _health(settings, health_port, settings.projector.worker_id) as subscribers:
+        run_projector(settings, stop_on_signals(), subscribers=subscribers)
 
 
 @worker.command("relay")

@@ -65,6 +65,7 @@ class Projector:
                 events = self._consumer.consume(
                     s.batch_max_events, s.poll_timeout_s, s.batch_linger_s
                 )
+                self._hooks.polled()
                 self._hooks.consumed(len(events))
                 if events:
                     self._fold(events, stop)
@@ -135,9 +136,15 @@ class Projector:
         paused_wait(
             self._consumer,
             stop,
-            poll=lambda timeout: self._rewind(self._consumer.consume(1, timeout)),
+            poll=self._poll_paused,
             timeout_s=delay,
         )
+
+    def _poll_paused(self, timeout_s: float) -> None:
+        """One poll round while paused: it keeps the group and the heartbeat (``polled``) going;
+        whatever still arrives is fetched again after the wait."""
+        self._rewind(self._consumer.consume(1, timeout_s))
+        self._hooks.polled()
 
     def _rewind(self, events: Sequence[OperationEvent]) -> None:
         """Fetch ``events`` again (each partition from its first of them)."""
