@@ -18,6 +18,7 @@ from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
+from tests.processes import stop_gracefully
 from tests.unit.requests import request
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -99,15 +100,7 @@ def test_every_request_is_planned_exactly_once_while_planners_leave_and_join(
             # Then every request has exactly one committed plan
             wait_until(lambda: planned() >= 160, timeout_s=120, what="every plan")
     finally:
-        for process in started:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in started:
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
+        stop_gracefully(started)
 
     plans = read_to_end(pipeline.settings, pipeline.settings.topics.plans)
     per_submission = Counter(h[kafka_headers.SUBMISSION_ID].decode() for _, _, h in plans)

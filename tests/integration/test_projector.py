@@ -37,6 +37,7 @@ from tests.integration.projection_helpers import (
     summary,
 )
 from tests.operation_histories import COMPLETED, PATHS, history
+from tests.processes import stop_gracefully
 from tests.samples import Entity, Relation, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -153,15 +154,7 @@ def test_two_projector_processes_share_the_group_and_one_leaves_nothing_missed(
         # Then every operation is folded, newest snapshot and whole history
         wait_until(folded, timeout_s=120, what="every event folded")
     finally:
-        for process in started:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in started:
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
+        stop_gracefully(started)
     rows = status_rows(settings)
     assert len(rows) == 120
     for row in rows:

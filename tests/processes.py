@@ -1,0 +1,20 @@
+"""Stopping the worker processes a test started: by pid, gracefully first."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterable
+
+
+def stop_gracefully(processes: Iterable[subprocess.Popen[bytes]], timeout_s: float = 60) -> None:
+    """SIGTERM every process still running, wait for each; kill one that does not leave in time."""
+    running = [process for process in processes if process.poll() is None]
+    for process in running:
+        process.send_signal(signal.SIGTERM)
+    for process in running:
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
