@@ -32,7 +32,13 @@ from graph_ingest.store.dlq_index import DlqEntry, DlqQuery
 from graph_ingest.store.migrate import migrate
 from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.waiting import wait_until
-from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA, postgres_store, run_applier, run_planner
+from graph_ingest.wiring import (
+    BUNDLED_GRAPH_SCHEMA,
+    postgres_store,
+    run_applier,
+    run_planner,
+    run_projector,
+)
 
 
 class CountingWriter(Neo4jGraphWriter):
@@ -198,6 +204,19 @@ class Pipeline:
             target=run_planner,
             args=(settings or self.settings, self._stop, planner),
             name="planner",
+            daemon=True,
+        )
+        thread.start()
+        self._threads.append(thread)
+
+    def start_projector(self) -> None:
+        """A projector thread in a group of this pipeline's own, folding into its read tables."""
+        from tests.integration.projection_helpers import projector_settings
+
+        thread = threading.Thread(
+            target=run_projector,
+            args=(projector_settings(self), self._stop),
+            name="projector",
             daemon=True,
         )
         thread.start()

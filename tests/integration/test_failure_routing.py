@@ -81,6 +81,7 @@ def test_a_fault_that_persists_walks_1s_5s_30s_then_the_dlq_with_one_trace_id(
     writer = babbage_times_out(pipeline)
     trace = TraceParent.new()
     pipeline.start_applier(writer)
+    pipeline.start_projector()
     pipeline.publish_raw(
         culprit.key.encode(),
         encode_plan(culprit),
@@ -111,7 +112,9 @@ def test_a_fault_that_persists_walks_1s_5s_30s_then_the_dlq_with_one_trace_id(
         assert [key for key, _, _ in copies] == [culprit.key.encode()]
     # and `status` shows every failure with its structured detail
     runner = CliRunner(env=pipeline.env())
-    shown = json.loads(runner.invoke(cli, ["status", culprit.operation_id, "--json"]).output)
+    shown = json.loads(
+        runner.invoke(cli, ["status", culprit.operation_id, "--wait", "60s", "--json"]).output
+    )
     failures = shown["failures"]
     assert [(f["tier"], f["routed_to"]) for f in failures] == [
         (None, "TIER"),
@@ -129,7 +132,7 @@ def test_a_fault_that_persists_walks_1s_5s_30s_then_the_dlq_with_one_trace_id(
     assert failures[0]["detail"]["context"]["topic"] == pipeline.settings.topics.plans
     assert failures[0]["detail"]["context"]["stage"] == "PREPARED"
     assert {f["detail"]["trace_id"] for f in failures} == {trace.trace_id}
-    human = runner.invoke(cli, ["status", culprit.operation_id]).output
+    human = runner.invoke(cli, ["status", culprit.operation_id, "--wait", "60s"]).output
     assert f"dlq entry   {entry.dlq_id}" in human
     assert human.count(trace.trace_id) == 4
 

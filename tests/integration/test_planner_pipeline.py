@@ -184,6 +184,7 @@ def test_unchanged_is_a_no_op_without_extraction_and_a_new_schema_re_extracts(
     pipeline: Pipeline,
 ) -> None:
     pipeline.start_applier()
+    pipeline.start_projector()
     planner, rules = planner_for(pipeline)
     first = planner.plan(request("a", DOC_A))
     apply(pipeline, first)
@@ -199,7 +200,9 @@ def test_unchanged_is_a_no_op_without_extraction_and_a_new_schema_re_extracts(
     assert state.extraction_fingerprint == first.next_state.extraction_fingerprint
     assert state.fact_sources == first.next_state.fact_sources
     assert [h.revision for h in pipeline.store.document_history("kb", "a")] == [1]
-    shown = CliRunner(env=pipeline.env()).invoke(cli, ["status", again.operation_id, "--json"])
+    shown = CliRunner(env=pipeline.env()).invoke(
+        cli, ["status", again.operation_id, "--wait", "60s", "--json"]
+    )
     status = json.loads(shown.output)
     assert (status["stage"], status["plan_kind"]) == ("COMPLETED", "NO_OP")
     assert status["base_operation_id"] == first.operation_id

@@ -75,11 +75,11 @@ def test_a_batch_records_its_positions_and_skipped_events(
 
 
 def test_the_read_service_answers_and_pages_with_a_stable_cursor(
-    read_tables: ReadTables,
+    pipeline: Pipeline, read_tables: ReadTables
 ) -> None:
     events = histories(23)
     read_tables.fold(at_offsets(events))
-    queries = OperationQueries(read_tables)
+    queries = OperationQueries(read_tables, committed=pipeline.store)
     # One operation, with its history
     status = queries.operation_status("op-001")
     assert status is not None

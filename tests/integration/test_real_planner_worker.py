@@ -31,6 +31,7 @@ def start(pipeline: Pipeline) -> None:
     settings = pipeline.real_planner_settings()
     pipeline.start_planner(build_planner(settings), settings)
     pipeline.start_applier()
+    pipeline.start_projector()
 
 
 def submit_and_follow(pipeline: Pipeline, *requests: IngestRequest) -> list[Followed]:
@@ -120,7 +121,7 @@ def test_the_issues_of_a_documents_extraction_are_shown_by_status(pipeline: Pipe
     runner = CliRunner(env=pipeline.env())
 
     # Then status lists every issue with its code (JSON), by submission or operation
-    shown = runner.invoke(cli, ["status", followed.submission_id, "--json"])
+    shown = runner.invoke(cli, ["status", followed.submission_id, "--wait", "60s", "--json"])
     assert shown.exit_code == 0, shown.output
     document = json.loads(shown.output)
     assert document["issue_count"] == 7
@@ -129,7 +130,7 @@ def test_the_issues_of_a_documents_extraction_are_shown_by_status(pipeline: Pipe
         for i in range(7)
     ]
     # and a line per issue (text), the first five, then how many more
-    text_status = runner.invoke(cli, ["status", followed.operation.operation_id])
+    text_status = runner.invoke(cli, ["status", followed.operation.operation_id, "--wait", "60s"])
     assert text_status.exit_code == 0, text_status.output
     lines = text_status.output.splitlines()
     start_at = lines.index("issues      7 recorded while extracting")

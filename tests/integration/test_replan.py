@@ -102,7 +102,7 @@ def planned_as(pipeline: Pipeline, submission_id: str) -> str:
 
 
 def status(pipeline: Pipeline, operation_id: str) -> str:
-    result = CliRunner(env=pipeline.env()).invoke(cli, ["status", operation_id])
+    result = CliRunner(env=pipeline.env()).invoke(cli, ["status", operation_id, "--wait", "60s"])
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -130,6 +130,7 @@ def test_a_version_planned_on_a_stale_state_conflicts_and_is_replanned_on_the_co
 
     # When they apply: the first wins, the second meets a CONFLICT
     pipeline.start_applier()
+    pipeline.start_projector()
     pipeline.wait_stage(op1, Stage.COMPLETED)
     pipeline.wait_stage(op2, Stage.CONFLICT)
 
@@ -181,6 +182,7 @@ def test_a_request_that_keeps_conflicting_ends_in_the_dlq_after_max_replans(
     view = LaggingView(pipeline)
     pipeline.start_relay()
     pipeline.start_applier()
+    pipeline.start_projector()
     pipeline.start_planner(ForgetfulPlanner(pipeline, view), settings)
     (first,) = submit(pipeline, request("doc", DOC_V1, document_version="1"))
     pipeline.wait_stage(planned_as(pipeline, first), Stage.COMPLETED)

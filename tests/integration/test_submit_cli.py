@@ -35,6 +35,7 @@ def test_a_directory_submitted_with_wait_is_planned_and_applied(
 ) -> None:
     pipeline.start_planner(build(pipeline.settings))
     pipeline.start_applier()
+    pipeline.start_projector()
     corpus = tmp_path / "corpus"
     (corpus / "team").mkdir(parents=True)
     (corpus / "team" / "alice.txt").write_text("Alice works with Bob.")
@@ -51,7 +52,9 @@ def test_a_directory_submitted_with_wait_is_planned_and_applied(
     state = pipeline.store.get_document_state("kb", "team/alice.txt")
     assert state is not None and state.revision == 1
     # and `status` finds the operation by the submission id
-    shown = CliRunner(env=cli_env(pipeline)).invoke(cli, ["status", reported[0]["submission_id"]])
+    shown = CliRunner(env=cli_env(pipeline)).invoke(
+        cli, ["status", reported[0]["submission_id"], "--wait", "60s"]
+    )
     assert shown.exit_code == 0, shown.output
     assert f"submission  {reported[0]['submission_id']}" in shown.output
     assert "stage       COMPLETED" in shown.output
@@ -137,6 +140,7 @@ def test_wait_exits_not_completed_when_the_planner_refuses_a_document(
 ) -> None:
     pipeline.start_planner(build(pipeline.settings))
     pipeline.start_applier()
+    pipeline.start_projector()
     path = tmp_path / "refused.txt"
     path.write_text("PERMANENT")
 
@@ -148,7 +152,7 @@ def test_wait_exits_not_completed_when_the_planner_refuses_a_document(
     assert "not planned: DLQ entry dlq-" in result.stdout
     assert "0 of 1 completed" in result.stderr
     submission_id = result.stdout.split()[0]
-    shown = CliRunner(env=cli_env(pipeline)).invoke(cli, ["status", submission_id])
+    shown = CliRunner(env=cli_env(pipeline)).invoke(cli, ["status", submission_id, "--wait", "60s"])
     assert shown.exit_code == 0 and "not planned: DLQ entry" in shown.output
     listed = CliRunner(env=cli_env(pipeline)).invoke(cli, ["dlq", "list", "--json"])
     assert listed.exit_code == 0, listed.output

@@ -30,7 +30,7 @@ def run(*args: str, env: dict[str, str | None] | None = None) -> Result:
         (["dlq", "list", "--code", "NOPE", "--json"], "'--code'"),
         (["dlq", "replay-all", "--json", "--limit", "0"], "'--limit'"),
         (["dlq", "show", "--json"], "'DLQ_ID'"),
-        (["status", "--json"], "'OPERATION_ID'"),
+        (["status", "--json"], "'OP_ID|SUBMISSION_ID'"),
         (["recover", "--json", "--no-such-option"], "--no-such-option"),
         (["reconcile", "--json", "--page-size", "0"], "'--page-size'"),
     ],

@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
+from pydantic import BaseModel
 
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import JsonCommand, reports_errors
+from graph_ingest.cli.ops import status_views
+from graph_ingest.cli.params import Duration
 from graph_ingest.domain.failure_view import AttemptView, FailureView
-from graph_ingest.domain.operation import Operation
-from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
+from graph_ingest.projections.operation_views import OperationView, SubmissionView
 from graph_ingest.store.failures import FailureAttempt
 from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission
-
-if TYPE_CHECKING:  # the commands import lazily: --help stays fast
-    from graph_ingest.store.postgres.store import PostgresOperationStore
 
 SHOWN_ISSUES = 5
 """`status` (text) lists this many extraction issues, then says how many more there are."""
@@ -52,145 +52,122 @@ def publish_plan(plan_file: Path) -> None:
 
 
 @click.command("status", cls=JsonCommand)
-@click.argument("operation_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the operation as JSON.")
+@click.argument("operation_id", metavar="OP_ID|SUBMISSION_ID")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=Duration(),
+    is_flag=False,
+    flag_value="30s",
+    default="0s",
+    metavar="[DURATION]",
+    help="Wait (30s when no duration is given) until the projection has seen the newest stage "
+    "the write side committed; without it the answer may be stale, and says so.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the view as JSON.")
 @reports_errors
-def status(operation_id: str, as_json: bool) -> None:
-    """Show where operation OPERATION_ID is: stage, attempts, timestamps, last error, every
-    failure routed to a retry tier or the DLQ (error id, trace id, where, retry advice), and the
-    extraction issues its plan was made with (candidates dropped, model output unusable).
+def status(operation_id: str, wait_s: float, as_json: bool) -> None:
+    """Show where an operation is, from the read tables: stage, plan kind, attempts, every
+    transition with its own time, last error, next retry, DLQ entry, fingerprint, document;
+    every failure routed to a retry tier or the DLQ (error id, trace id, where, retry advice);
+    its replans; and the extraction issues its plan was made with.
 
-    OPERATION_ID may also be the submission id `graph-ingest submit` printed: the operation its
-    request was planned as is shown, or the planning DLQ entry it went to.
+    Given the submission id `graph-ingest submit` printed: the submission's whole path through
+    replans, each operation in turn, or the planning DLQ entry its request went to.
 
-    Exit code 3 when the operation is unknown.
+    Exit code 3 when the id is unknown; 4 when only the write side knows the operation (the
+    projector has not folded it: see `graph-ingest projections status`).
 
     \b
-    Example:
+    Examples:
       graph-ingest status op_3f2a… --json
+      graph-ingest status sub_91c0… --wait 10s
     """
     from graph_ingest.producers.recovery import OperationNotFound
-    from graph_ingest.wiring import postgres_store
 
     settings = load_settings()
-    store = postgres_store(settings)
-    store.start()
-    try:
-        found = _read_status(store, operation_id)
-    finally:
-        store.close()
-    operation, submission = found.operation, found.submission
-    if operation is None and submission is not None:
-        _describe_unapplied(submission, as_json)
-        return
-    if operation is None:
+    with status_views(settings) as views:
+        view = views.operation(operation_id, wait_s=wait_s) or views.submission(
+            operation_id, wait_s=wait_s
+        )
+    if view is None:
         raise OperationNotFound(f"operation {operation_id} not found")
     if as_json:
-        click.echo(json.dumps(_status_json(operation, found), indent=2))
+        click.echo(json.dumps(view_json(view), indent=2, default=_json_value))
     else:
-        click.echo("\n".join(_status_lines(operation, found, settings.planner.max_replans)))
+        click.echo("\n".join(view_lines(view, settings.planner.max_replans)))
 
 
-@dataclass(frozen=True, slots=True)
-class _StatusRecords:
-    """What `status` reads: the operation (None when unknown), the submission it was asked by
-    (when OPERATION_ID was a submission id), its failures, replans, plan and extraction issues."""
-
-    operation: Operation | None
-    submission: Submission | None
-    failures: list[FailureAttempt] = field(default_factory=list)
-    replan: Replan | None = None
-    made_by: Replan | None = None
-    planned_by: Submission | None = None
-    plan: IngestionPlan | None = None
+def _json_value(value: object) -> object:
+    """What ``json.dumps`` cannot write itself in a view: times and the failure details."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _read_status(store: PostgresOperationStore, operation_id: str) -> _StatusRecords:
-    """The operation named ``operation_id``, or the one its submission was planned as."""
-    submission = None
-    operation = store.get_operation(operation_id)
-    if operation is None:
-        submission = store.get_submission(operation_id)
-        if submission is not None and submission.operation_id is not None:
-            operation = store.get_operation(submission.operation_id)
-    if operation is None:
-        return _StatusRecords(operation, submission)
-    with store.unit_of_work() as uow:
-        failures = uow.failure_history(operation.operation_id)
-    return _StatusRecords(
-        operation,
-        submission,
-        failures=failures,
-        replan=store.get_replan(operation.operation_id),
-        made_by=store.replan_making(operation.operation_id),
-        planned_by=(
-            submission
-            if submission is not None
-            else store.submission_of_operation(operation.operation_id)
-        ),
-        plan=_frozen_plan(store.get_plan_bytes(operation.operation_id)),
-    )
+def view_json(view: OperationView | SubmissionView) -> dict[str, object]:
+    """The view as JSON: an operation's status fields at the top, with its plan, failures,
+    replans and issues; a submission's fields, issues and the path of operations."""
+    if isinstance(view, SubmissionView):
+        submission = view.submission
+        return {
+            **{k: v for k, v in asdict(submission).items() if k not in ("issues", "issue_count")},
+            **_issues_json(submission),
+            "path": [_operation_json(step) for step in view.path],
+            "unseen": list(view.unseen),
+        }
+    return _operation_json(view)
 
 
-def _status_json(operation: Operation, found: _StatusRecords) -> dict[str, object]:
-    plan = found.plan
-    document = {
-        **operation.model_dump(mode="json"),
-        "failures": [_failure_json(f) for f in found.failures],
-        "replan": _replan_json(found.replan),
-        "replan_of": _replan_json(found.made_by),
-        "plan_kind": plan.kind.value if plan else None,
-        "base_operation_id": plan.base_operation_id if plan else None,
-        **_issues_json(found.planned_by),
+def _operation_json(view: OperationView) -> dict[str, object]:
+    return {
+        **asdict(view.status),
+        "current": view.current,
+        "committed_sequence": view.committed_sequence,
+        "plan_kind": view.plan_kind,
+        "base_operation_id": view.base_operation_id,
+        "failures": [asdict(f) for f in view.failures],
+        "replan": asdict(view.replan) if view.replan else None,
+        "replan_of": asdict(view.replan_of) if view.replan_of else None,
+        "submission_id": view.submission.submission_id if view.submission else None,
+        **_issues_json(view.submission),
     }
-    if found.submission is not None:
-        document["submission_id"] = found.submission.submission_id
-    return document
 
 
-def _status_lines(operation: Operation, found: _StatusRecords, max_replans: int) -> list[str]:
-    lines = [
-        _describe(operation),
-        *_describe_plan(found.plan),
-        *_describe_replans(found.replan, found.made_by, max_replans),
-        *_describe_failures(found.failures),
-        *_describe_issues(found.planned_by),
-    ]
-    if found.submission is not None:
-        lines.insert(0, f"submission  {found.submission.submission_id}")
-    return lines
-
-
-def _describe_unapplied(submission: Submission, as_json: bool) -> None:
-    """A submission whose request went to the DLQ, or whose plan no applier has taken yet."""
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "submission_id": submission.submission_id,
-                    "space": submission.space,
-                    "document_id": submission.document_id,
-                    "operation_id": submission.operation_id,
-                    "dlq_id": submission.dlq_id,
-                    "trace_id": submission.trace_id,
-                    **_issues_json(submission),
-                },
-                indent=2,
-            )
-        )
-        return
-    where = (
-        f"not planned: DLQ entry {submission.dlq_id} (graph-ingest dlq show {submission.dlq_id})"
-        if submission.dlq_id
-        else f"planned as {submission.operation_id}, not applied yet"
-    )
+def view_lines(view: OperationView | SubmissionView, max_replans: int) -> list[str]:
+    if isinstance(view, OperationView):
+        return _operation_lines(view, max_replans)
+    submission = view.submission
     lines = [
         f"submission  {submission.submission_id}",
         f"document    {submission.space}/{submission.document_id}",
-        where,
-        *_describe_issues(submission),
     ]
-    click.echo("\n".join(lines))
+    if submission.dlq_id:
+        lines.append(
+            f"not planned: DLQ entry {submission.dlq_id} "
+            f"(graph-ingest dlq show {submission.dlq_id})"
+        )
+    steps = [f"{step.status.operation_id} {step.status.stage}" for step in view.path]
+    steps += [f"{operation_id} not applied yet" for operation_id in view.unseen]
+    if steps:
+        lines.append(f"path        {' -> '.join(steps)}")
+    if not view.path:
+        return [*lines, *_describe_issues(submission)]
+    for step in view.path:
+        lines += ["", *_operation_lines(step, max_replans)]
+    return lines
+
+
+def _operation_lines(view: OperationView, max_replans: int) -> list[str]:
+    return [
+        *_describe(view),
+        *_describe_plan(view),
+        *_describe_replans(view.replan, view.replan_of, max_replans),
+        *_describe_failures(view.failures),
+        *_describe_issues(view.submission),
+    ]
 
 
 def _issues_json(submission: Submission | None) -> dict[str, object]:
@@ -202,24 +179,11 @@ def _issues_json(submission: Submission | None) -> dict[str, object]:
     }
 
 
-def _frozen_plan(data: bytes | None) -> IngestionPlan | None:
-    """The operation's stored plan, for its kind and base (None if missing or unreadable: the
-    operation's own record still says where it is)."""
-    from graph_ingest.schemas.codec import DecodeError, decode_plan
-
-    if data is None:
-        return None
-    try:
-        return decode_plan(data)
-    except DecodeError:
-        return None
-
-
-def _describe_plan(plan: IngestionPlan | None) -> list[str]:
-    if plan is None:
+def _describe_plan(view: OperationView) -> list[str]:
+    if view.plan_kind is None:
         return []
-    base = plan.base_operation_id or "no state (a new document)"
-    return [f"plan        {plan.kind.value}, planned on {base}"]
+    base = view.base_operation_id or "no state (a new document)"
+    return [f"plan        {view.plan_kind.value}, planned on {base}"]
 
 
 def _describe_issues(submission: Submission | None) -> list[str]:
@@ -234,20 +198,6 @@ def _describe_issues(submission: Submission | None) -> list[str]:
     if submission.issue_count > len(shown):
         lines.append(f"  +{submission.issue_count - len(shown)} more")
     return lines
-
-
-def _replan_json(replan: Replan | None) -> dict[str, object] | None:
-    if replan is None:
-        return None
-    return {
-        "conflicted": replan.operation_id,
-        "submission_id": replan.submission_id,
-        "attempt": replan.attempt,
-        "outcome": replan.outcome.value,
-        "replanned_as": replan.replanned_as,
-        "dlq_id": replan.dlq_id,
-        "at": replan.at.isoformat(),
-    }
 
 
 def _describe_replans(replan: Replan | None, made_by: Replan | None, max_replans: int) -> list[str]:
@@ -274,18 +224,7 @@ def _describe_replans(replan: Replan | None, made_by: Replan | None, max_replans
     return lines
 
 
-def _failure_json(failure: FailureAttempt) -> dict[str, object]:
-    return {
-        "attempt": failure.attempt,
-        "tier": failure.tier,
-        "routed_to": failure.routed_to,
-        "at": failure.at.isoformat(),
-        "source": list(failure.source) if failure.source else None,
-        "detail": failure.detail.model_dump(mode="json"),
-    }
-
-
-def _describe_failures(failures: list[FailureAttempt]) -> list[str]:
+def _describe_failures(failures: Sequence[FailureAttempt]) -> list[str]:
     lines = []
     for failure in failures:
         view = AttemptView.of_routed(
@@ -303,7 +242,8 @@ def _describe_failures(failures: list[FailureAttempt]) -> list[str]:
     return ["failures", *lines] if lines else []
 
 
-def _describe(op: Operation) -> str:
+def _describe(view: OperationView) -> list[str]:
+    op = view.status
     lines = [
         f"operation   {op.operation_id}",
         f"document    {op.space}/{op.document_id} (expected revision {op.expected_revision})",
@@ -311,15 +251,21 @@ def _describe(op: Operation) -> str:
         f"attempts    {op.attempts}",
         f"fingerprint {op.fingerprint}",
     ]
-    lifecycle = list(Stage)
-    times = sorted(op.stage_times.items(), key=lambda item: (item[1], lifecycle.index(item[0])))
-    lines += [f"  {stage:<16}{at.isoformat()}" for stage, at in times]
+    if not view.current:
+        lines.append(
+            f"stale       the projection has seen sequence {op.sequence} of "
+            f"{view.committed_sequence}: see `graph-ingest projections status`, or use --wait"
+        )
+    lines.append("transitions")
+    lines += [
+        f"  {t.sequence:>3} {t.stage:<16}{t.at.isoformat()}  attempts {t.attempts}"
+        for t in op.transitions
+    ]
     if op.last_error:
-        error = op.last_error
         label = "reason" if op.stage in (Stage.CONFLICT, Stage.PARKED) else "last error"
-        lines.append(f"{label:<12}{FailureView.of_error(error).headline}")
+        lines.append(f"{label:<12}{FailureView.of_error(op.last_error).headline}")
     if op.next_retry_at and op.stage is Stage.FAILED:
         lines.append(f"next retry  {op.next_retry_at.isoformat()}")
     if op.dlq_id and op.stage is Stage.DEAD_LETTERED:
         lines.append(f"dlq entry   {op.dlq_id} (graph-ingest dlq show {op.dlq_id})")
-    return "\n".join(lines)
+    return lines

@@ -1,6 +1,11 @@
 """The read service: what the CLI (``status``, ``ops list``), ``submit --wait`` and the HTTP API
 ask of the read tables, answered as typed values (frozen dataclasses an API can serialize).
 
+``wait_until_projected`` is read-your-writes: it compares the status with the sequence the write
+side has committed (the store's ``OperationReader``) and waits, with a short backoff, until the
+projection has seen it or the deadline passes; the answer says which (``ProjectedStatus.current``),
+so a caller never shows an older answer as if it were the newest.
+
 ``list_operations`` pages newest first by (updated time, operation id) with an opaque cursor: a
 keyset, so a page never repeats or skips a row however many rows change meanwhile (a row that is
 updated moves to the front, and is seen again on a fresh listing, not on the next page).
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -22,6 +28,8 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.projections.fold import OperationStatus
 from graph_ingest.projections.rows import STATUS_COLUMNS, status_from_row
 from graph_ingest.projections.tables import ReadTables
+from graph_ingest.resilience.backoff import Backoff
+from graph_ingest.store.operations import OperationReader
 
 MAX_LIMIT = 1000
 
@@ -51,11 +59,38 @@ class OperationPage:
     """Pass it back for the next page; None on the last page."""
 
 
-class OperationQueries:
-    """Answers from the read tables of one store schema (``ReadTables``, started)."""
+@dataclass(frozen=True, slots=True)
+class ProjectedStatus:
+    """An operation's status as the read table holds it, beside the sequence the write side has
+    committed for it."""
 
-    def __init__(self, tables: ReadTables) -> None:
+    status: OperationStatus | None
+    """None: the projection has not seen the operation (yet)."""
+    committed_sequence: int | None
+    """None: the write side has no such operation."""
+
+    @property
+    def current(self) -> bool:
+        """Whether the status is the newest the write side committed (an id neither side knows
+        is current too: there is nothing newer to wait for)."""
+        if self.committed_sequence is None:
+            return True
+        return self.status is not None and self.status.sequence >= self.committed_sequence
+
+
+FIRST_POLL_S = 0.05
+"""``wait_until_projected`` looks again after about this long, doubling up to ``LAST_POLL_S``."""
+LAST_POLL_S = 1.0
+
+
+class OperationQueries:
+    """Answers from the read tables of one store schema (``ReadTables``, started), and the
+    write side's committed sequences (``committed``: the store's operation reader, started) to
+    tell a current answer from a stale one."""
+
+    def __init__(self, tables: ReadTables, *, committed: OperationReader) -> None:
         self._tables = tables
+        self._committed = committed
         self._table = sql.SQL("{}.operation_status").format(sql.Identifier(tables.schema))
         self._columns = sql.SQL(", ").join(sql.Identifier(c) for c in STATUS_COLUMNS)
 
@@ -65,6 +100,27 @@ class OperationQueries:
         )
         rows = self._tables.fetch(query, {"id": operation_id})
         return status_from_row(rows[0]) if rows else None
+
+    def projected_status(self, operation_id: str) -> ProjectedStatus:
+        """The status now, and whether it is current (the write side read first: a status read
+        after it is at least as new as what it committed by then)."""
+        committed = self._committed.get_operation(operation_id)
+        return ProjectedStatus(
+            self.operation_status(operation_id), committed.sequence if committed else None
+        )
+
+    def wait_until_projected(self, operation_id: str, timeout_s: float) -> ProjectedStatus:
+        """Read-your-writes: the status once the projection has seen the sequence the write side
+        committed for ``operation_id`` (looked up afresh each time: it may move on meanwhile), or
+        when ``timeout_s`` has passed, whatever it is then (``current`` False: stale)."""
+        deadline = time.monotonic() + timeout_s
+        backoff = Backoff(FIRST_POLL_S, LAST_POLL_S)
+        while True:
+            seen = self.projected_status(operation_id)
+            left = deadline - time.monotonic()
+            if seen.current or left <= 0:
+                return seen
+            time.sleep(min(backoff.failed(), left))
 
     def list_operations(
         self, where: OperationFilter | None = None, *, limit: int = 50, cursor: str | None = None
@@ -130,6 +186,7 @@ __all__ = [
     "OperationFilter",
     "OperationPage",
     "OperationQueries",
+    "ProjectedStatus",
     "decode_cursor",
     "encode_cursor",
 ]

@@ -1,0 +1,43 @@
+"""`graph-ingest ops list`: operations from the read tables, filtered and paged; and the read
+service as the commands open it (``status``, ``ops``, ``submit --wait``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from graph_ingest.settings import Settings
+
+if TYPE_CHECKING:  # the commands import lazily: --help stays fast
+    from graph_ingest.projections.operation_views import StatusViews
+    from graph_ingest.projections.queries import OperationQueries
+
+
+@contextmanager
+def read_service(settings: Settings) -> Iterator[OperationQueries]:
+    """The read service over the read tables, with the write side's committed sequences."""
+    with status_views(settings) as views:
+        yield views.queries
+
+
+@contextmanager
+def status_views(settings: Settings) -> Iterator[StatusViews]:
+    """The status views: the read service and the write side's readers, started for the
+    block."""
+    from graph_ingest.projections.operation_views import StatusViews
+    from graph_ingest.projections.queries import OperationQueries
+    from graph_ingest.projections.tables import ReadTables
+    from graph_ingest.wiring import postgres_store
+
+    store = postgres_store(settings)
+    tables = ReadTables(settings.postgres)
+    store.start()
+    try:
+        tables.start()
+        try:
+            yield StatusViews(OperationQueries(tables, committed=store), store)
+        finally:
+            tables.close()
+    finally:
+        store.close()

@@ -1,0 +1,140 @@
+"""What ``graph-ingest status`` (and an API) shows of one id, as typed values: an operation (its
+projected status with its plan, routed failures, replans and the submission it was asked by), or
+a submission and its whole path through replans (its first operation, then each replan's).
+
+The status comes from the read service (``projections.queries``), current or said to be stale;
+what the projection does not carry comes from the write side's reader ports: the frozen plan's
+kind and base, the failure log, and the planner's submission and replan records.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from graph_ingest.domain.errors import GraphIngestError
+from graph_ingest.domain.plan import IngestionPlan, PlanKind
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.projections.fold import OperationStatus
+from graph_ingest.store.failures import FailureAttempt
+from graph_ingest.store.submissions import Replan, Submission
+
+if TYPE_CHECKING:  # the CLI imports the views' types at start-up: no database driver for --help
+    from graph_ingest.projections.queries import OperationQueries
+    from graph_ingest.store.base import OperationStore
+
+
+class NotProjectedYet(GraphIngestError):
+    """The write side has the operation, the projection has not folded it (yet)."""
+
+    code = StatusCode.UNAVAILABLE
+
+
+@dataclass(frozen=True, slots=True)
+class OperationView:
+    status: OperationStatus
+    current: bool
+    """False: the write side has committed a newer sequence than the projection has seen."""
+    committed_sequence: int | None
+    plan_kind: PlanKind | None
+    """None when the frozen plan is missing or unreadable (the status still says where it is)."""
+    base_operation_id: str | None
+    failures: tuple[FailureAttempt, ...]
+    """Every failure routed to a retry tier or the DLQ, oldest first."""
+    replan: Replan | None
+    """What became of its CONFLICT (None: it had none, or it is not decided yet)."""
+    replan_of: Replan | None
+    """The replan that planned it (None: its request was planned first hand)."""
+    submission: Submission | None
+    """The submission its request was (last) planned from, with its extraction issues."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionView:
+    submission: Submission
+    path: tuple[OperationView, ...]
+    """Its operations in the order they were planned, those the projection has seen."""
+    unseen: tuple[str, ...]
+    """Operations of its path the projection has not seen yet (planned, not folded)."""
+
+
+class StatusViews:
+    """Builds the views from the read service and the write side's readers (both started)."""
+
+    def __init__(self, queries: OperationQueries, store: OperationStore) -> None:
+        self.queries = queries
+        self._store = store
+
+    def operation(self, operation_id: str, *, wait_s: float = 0.0) -> OperationView | None:
+        """The operation's view, waiting up to ``wait_s`` for the projection to have seen its
+        newest sequence; None when neither side knows it. Raises ``NotProjectedYet`` when only
+        the write side does."""
+        seen = self.queries.wait_until_projected(operation_id, wait_s)
+        if seen.status is None:
+            if seen.committed_sequence is None:
+                return None
+            raise NotProjectedYet(
+                f"operation {operation_id} is committed (sequence {seen.committed_sequence}) but "
+                "the projection has not folded it yet: is `graph-ingest worker projector` "
+                "running? See `graph-ingest projections status`; `status --wait` waits for it"
+            )
+        with self._store.unit_of_work() as uow:
+            failures = tuple(uow.failure_history(operation_id))
+        plan = _frozen_plan(self._store.get_plan_bytes(operation_id))
+        return OperationView(
+            status=seen.status,
+            current=seen.current,
+            committed_sequence=seen.committed_sequence,
+            plan_kind=plan.kind if plan else None,
+            base_operation_id=plan.base_operation_id if plan else None,
+            failures=failures,
+            replan=self._store.get_replan(operation_id),
+            replan_of=self._store.replan_making(operation_id),
+            submission=self._store.submission_of_operation(operation_id),
+        )
+
+    def submission(self, submission_id: str, *, wait_s: float = 0.0) -> SubmissionView | None:
+        """The submission and each operation of its path (``wait_s`` shared among them); None
+        when the planner has recorded no such submission."""
+        submission = self._store.get_submission(submission_id)
+        if submission is None:
+            return None
+        deadline = time.monotonic() + wait_s
+        path: list[OperationView] = []
+        unseen: list[str] = []
+        for operation_id in self.replan_path(submission.operation_id):
+            try:
+                view = self.operation(operation_id, wait_s=max(deadline - time.monotonic(), 0))
+            except NotProjectedYet:
+                view = None
+            if view is None:
+                unseen.append(operation_id)
+            else:
+                path.append(view)
+        return SubmissionView(submission, tuple(path), tuple(unseen))
+
+    def replan_path(self, last: str | None) -> list[str]:
+        """The operations that led to ``last``, first planned first: each one's CONFLICT was
+        replanned as the next."""
+        path: list[str] = []
+        operation_id = last
+        while operation_id is not None and operation_id not in path:
+            path.insert(0, operation_id)
+            made_by = self._store.replan_making(operation_id)
+            operation_id = made_by.operation_id if made_by else None
+        return path
+
+
+def _frozen_plan(data: bytes | None) -> IngestionPlan | None:
+    from graph_ingest.schemas.codec import DecodeError, decode_plan
+
+    if data is None:
+        return None
+    try:
+        return decode_plan(data)
+    except DecodeError:
+        return None
+
+
+__all__ = ["NotProjectedYet", "OperationView", "StatusViews", "SubmissionView"]
