@@ -209,13 +209,14 @@ class Pipeline:
         thread.start()
         self._threads.append(thread)
 
-    def start_projector(self) -> None:
-        """A projector thread in a group of this pipeline's own, folding into its read tables."""
+    def start_projector(self, settings: Settings | None = None) -> None:
+        """A projector thread folding into this pipeline's read tables, in a group of its own
+        (``settings``: e.g. a longer batch linger)."""
         from tests.integration.projection_helpers import projector_settings
 
         thread = threading.Thread(
             target=run_projector,
-            args=(projector_settings(self), self._stop),
+            args=(settings or projector_settings(self), self._stop),
             name="projector",
             daemon=True,
         )

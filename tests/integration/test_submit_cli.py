@@ -169,6 +169,7 @@ def test_source_updated_at_is_sent_and_an_older_time_is_refused_as_out_of_order(
     settings = pipeline.real_planner_settings()
     pipeline.start_planner(build_planner(settings), settings)
     pipeline.start_applier()
+    pipeline.start_projector()
     path = tmp_path / "notes.txt"
     path.write_text("Bob is a member of the Payments Team.")
     runner = CliRunner(env=cli_env(pipeline))

@@ -12,20 +12,13 @@ from graph_ingest.settings import Settings
 if TYPE_CHECKING:  # the commands import lazily: --help stays fast
     from graph_ingest.projections.operation_views import StatusViews
     from graph_ingest.projections.queries import OperationQueries
+    from graph_ingest.store.base import OperationStore
 
 
 @contextmanager
-def read_service(settings: Settings) -> Iterator[OperationQueries]:
-    """The read service over the read tables, with the write side's committed sequences."""
-    with status_views(settings) as views:
-        yield views.queries
-
-
-@contextmanager
-def status_views(settings: Settings) -> Iterator[StatusViews]:
-    """The status views: the read service and the write side's readers, started for the
-    block."""
-    from graph_ingest.projections.operation_views import StatusViews
+def read_service(settings: Settings) -> Iterator[tuple[OperationQueries, OperationStore]]:
+    """The read service over the read tables, and the write side's store it reads committed
+    sequences from, both started for the block."""
     from graph_ingest.projections.queries import OperationQueries
     from graph_ingest.projections.tables import ReadTables
     from graph_ingest.wiring import postgres_store
@@ -36,8 +29,17 @@ def status_views(settings: Settings) -> Iterator[StatusViews]:
     try:
         tables.start()
         try:
-            yield StatusViews(OperationQueries(tables, committed=store), store)
+            yield OperationQueries(tables, committed=store), store
         finally:
             tables.close()
     finally:
         store.close()
+
+
+@contextmanager
+def status_views(settings: Settings) -> Iterator[StatusViews]:
+    """The status views over the read service and the write side's readers (``status``)."""
+    from graph_ingest.projections.operation_views import StatusViews
+
+    with read_service(settings) as (queries, store):
+        yield StatusViews(queries, store)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,8 +43,11 @@ def _wait_options(command: Any) -> Any:
     command = click.option(
         "--wait",
         is_flag=True,
-        help="Follow every request to its final stage; exit 6 if any did not complete "
-        "(refused by the planner, CONFLICT, DEAD_LETTERED, or still running at --timeout).",
+        help="Follow every request to its final stage, then until the read tables show it (so "
+        "`status` right after never shows an older stage; a projector that has not caught up "
+        "within PROJECTOR__STALLED_AFTER_S is reported, not waited for); exit 6 if any did not "
+        "complete (refused by the planner, CONFLICT, DEAD_LETTERED, or still running at "
+        "--timeout).",
     )(command)
     return click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")(
         command
@@ -230,21 +235,34 @@ def _send_and_report(
             where = f"  {followed[s.submission_id].where}" if followed else ""
             click.echo(f"{s.submission_id} {s.key} trace {s.trace_id}{where}")
     if followed is not None:
-        done = sum(f.completed for f in followed.values())
-        click.echo(f"{done} of {len(followed)} completed", err=True)
-        if done < len(followed):
-            raise SystemExit(ExitCode.NOT_COMPLETED)
+        _report_followed(list(followed.values()))
+
+
+@dataclass(frozen=True, slots=True)
+class _Waited:
+    """Where a submission ended on the write side, and whether the read tables show it."""
+
+    followed: Followed
+    projected: bool
+
+    @property
+    def where(self) -> str:
+        if self.projected:
+            return self.followed.where
+        return f"{self.followed.where} (not in the read tables yet)"
 
 
 def _follow(
     settings: Settings, submitted: Sequence[Submitted], timeout_s: float
-) -> dict[str, Followed]:
+) -> dict[str, _Waited]:
+    """Follow each submission to its final stage (the write side), then wait, within what is
+    left of ``timeout_s`` and at most PROJECTOR__STALLED_AFTER_S, for the read tables to show
+    the operations it ended with."""
+    from graph_ingest.cli.ops import read_service
     from graph_ingest.producers.follow import follow
-    from graph_ingest.wiring import postgres_store
 
-    store = postgres_store(settings)
-    store.start()
-    try:
+    deadline = time.monotonic() + timeout_s
+    with read_service(settings) as (queries, store):
         with click.progressbar(length=len(submitted), label="waiting", file=sys.stderr) as bar:
             results = follow(
                 store,
@@ -252,22 +270,44 @@ def _follow(
                 timeout_s=timeout_s,
                 on_final=lambda _: bar.update(1),
             )
-    finally:
-        store.close()
-    return {f.submission_id: f for f in results}
+        ended = [f.operation.operation_id for f in results if f.operation is not None]
+        left = min(deadline - time.monotonic(), settings.projector.stalled_after_s)
+        seen = queries.wait_until_all_projected(ended, max(left, 0.0))
+    return {
+        f.submission_id: _Waited(f, f.operation is None or seen[f.operation.operation_id].current)
+        for f in results
+    }
 
 
-def _json(submitted: Submitted, followed: dict[str, Followed] | None) -> dict[str, Any]:
+def _report_followed(waited: Sequence[_Waited]) -> None:
+    """How many completed (exit 6 unless all), and a warning if the read tables lag."""
+    lagging = sum(not w.projected for w in waited)
+    if lagging:
+        click.echo(
+            f"warning: {lagging} not in the read tables yet: `graph-ingest status` may show an "
+            "older stage (is `graph-ingest worker projector` running? graph-ingest projections "
+            "status)",
+            err=True,
+        )
+    done = sum(w.followed.completed for w in waited)
+    click.echo(f"{done} of {len(waited)} completed", err=True)
+    if done < len(waited):
+        raise SystemExit(ExitCode.NOT_COMPLETED)
+
+
+def _json(submitted: Submitted, followed: dict[str, _Waited] | None) -> dict[str, Any]:
     document: dict[str, Any] = {
         "submission_id": submitted.submission_id,
         "key": submitted.key,
         "trace_id": submitted.trace_id,
     }
     if followed is not None:
-        f = followed[submitted.submission_id]
+        waited = followed[submitted.submission_id]
+        f = waited.followed
         document.update(
             completed=f.completed,
-            where=f.where,
+            projected=waited.projected,
+            where=waited.where,
             operation_id=f.operation.operation_id if f.operation else None,
             stage=f.operation.stage.value if f.operation else None,
             dlq_id=f.submission.dlq_id if f.submission else None,

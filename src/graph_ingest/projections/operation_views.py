@@ -9,7 +9,6 @@ kind and base, the failure log, and the planner's submission and replan records.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -100,12 +99,13 @@ class StatusViews:
         submission = self._store.get_submission(submission_id)
         if submission is None:
             return None
-        deadline = time.monotonic() + wait_s
+        operation_ids = self.replan_path(submission.operation_id)
+        self.queries.wait_until_all_projected(operation_ids, wait_s)
         path: list[OperationView] = []
         unseen: list[str] = []
-        for operation_id in self.replan_path(submission.operation_id):
+        for operation_id in operation_ids:
             try:
-                view = self.operation(operation_id, wait_s=max(deadline - time.monotonic(), 0))
+                view = self.operation(operation_id)
             except NotProjectedYet:
                 view = None
             if view is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -121,6 +122,18 @@ class OperationQueries:
             if seen.current or left <= 0:
                 return seen
             time.sleep(min(backoff.failed(), left))
+
+    def wait_until_all_projected(
+        self, operation_ids: Sequence[str], timeout_s: float
+    ) -> dict[str, ProjectedStatus]:
+        """``wait_until_projected`` for each of ``operation_ids``, within one deadline."""
+        deadline = time.monotonic() + timeout_s
+        return {
+            operation_id: self.wait_until_projected(
+                operation_id, max(deadline - time.monotonic(), 0.0)
+            )
+            for operation_id in operation_ids
+        }
 
     def list_operations(
         self, where: OperationFilter | None = None, *, limit: int = 50, cursor: str | None = None
