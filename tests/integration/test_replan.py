@@ -101,8 +101,10 @@ def planned_as(pipeline: Pipeline, submission_id: str) -> str:
     return wait_until(planned, timeout_s=60, what=f"{submission_id} to be planned")
 
 
-def status(pipeline: Pipeline, operation_id: str) -> str:
-    result = CliRunner(env=pipeline.env()).invoke(cli, ["status", operation_id, "--wait", "60s"])
+def status(pipeline: Pipeline, operation_id: str, *args: str) -> str:
+    result = CliRunner(env=pipeline.env()).invoke(
+        cli, ["status", operation_id, "--wait", "60s", *args]
+    )
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -171,6 +173,13 @@ def test_a_version_planned_on_a_stale_state_conflicts_and_is_replanned_on_the_co
     assert f"replanned   as {op3} (replan 1 of at most 3)" in status(pipeline, op2)
     followed = status(pipeline, second)
     assert f"operation   {op3}" in followed and f"replan of   {op2}" in followed
+    # the submission's whole path: the conflicted operation, then its replan
+    assert f"path        {op2} CONFLICT -> {op3} COMPLETED" in followed
+    path = json.loads(status(pipeline, second, "--json"))["path"]
+    assert [(step["operation_id"], step["stage"]) for step in path] == [
+        (op2, "CONFLICT"),
+        (op3, "COMPLETED"),
+    ]
 
 
 def test_a_request_that_keeps_conflicting_ends_in_the_dlq_after_max_replans(

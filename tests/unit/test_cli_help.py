@@ -26,6 +26,8 @@ COMMANDS = [
     ["retract"],
     ["publish-plan"],
     ["status"],
+    ["ops"],
+    ["ops", "list"],
     ["resume"],
     ["recover"],
     ["demo"],

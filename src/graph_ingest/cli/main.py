@@ -26,6 +26,7 @@ def _register() -> None:
     from graph_ingest.cli.demo import demo
     from graph_ingest.cli.dlq import dlq
     from graph_ingest.cli.operations import publish_plan, status
+    from graph_ingest.cli.ops import ops
     from graph_ingest.cli.projections import projections
     from graph_ingest.cli.reconcile import reconcile
     from graph_ingest.cli.recovery import recover, resume
@@ -43,6 +44,7 @@ def _register() -> None:
         retract,
         publish_plan,
         status,
+        ops,
         resume,
         recover,
         reconcile,

@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
 
 import click
-from pydantic import BaseModel
 
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import JsonCommand, reports_errors
-from graph_ingest.cli.ops import status_views
+from graph_ingest.cli.ops import json_default, status_views
 from graph_ingest.cli.params import Duration
 from graph_ingest.domain.failure_view import AttemptView, FailureView
 from graph_ingest.domain.stages import Stage
@@ -93,18 +91,9 @@ def status(operation_id: str, wait_s: float, as_json: bool) -> None:
     if view is None:
         raise OperationNotFound(f"operation {operation_id} not found")
     if as_json:
-        click.echo(json.dumps(view_json(view), indent=2, default=_json_value))
+        click.echo(json.dumps(view_json(view), indent=2, default=json_default))
     else:
         click.echo("\n".join(view_lines(view, settings.planner.max_replans)))
-
-
-def _json_value(value: object) -> object:
-    """What ``json.dumps`` cannot write itself in a view: times and the failure details."""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def view_json(view: OperationView | SubmissionView) -> dict[str, object]:
