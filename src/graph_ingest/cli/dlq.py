@@ -37,6 +37,8 @@ def dlq() -> None:
       graph-ingest dlq stats
       graph-ingest dlq list --status PENDING_REVIEW --older-than 1h
       graph-ingest dlq replay-all --code FAILED_PRECONDITION --dry-run
+      graph-ingest dlq replay-all --space research --rate 10 --reason "Neo4j is back"
+      graph-ingest dlq tasks
     """
 
 
