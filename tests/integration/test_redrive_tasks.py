@@ -181,6 +181,12 @@ def test_a_task_is_cancelled_from_another_process_and_a_second_one_is_refused_me
         ("dlq.redrive.start", "carol", [newest]),
     ]
     assert audit(pipeline, "--action", "dlq.redrive.cancel")[0]["reason"] == "enough"
+    text = CliRunner(env=pipeline.env()).invoke(cli, ["audit"]).stdout.splitlines()
+    assert [line.split()[1:3] for line in text] == [
+        ["dlq.redrive.start", "alice"],
+        ["dlq.redrive.cancel", "bob"],
+        ["dlq.redrive.start", "carol"],
+    ]
 
 
 def test_a_task_whose_runner_died_does_not_block_the_next(pipeline: Pipeline) -> None:
@@ -202,6 +208,9 @@ def test_a_task_whose_runner_died_does_not_block_the_next(pipeline: Pipeline) ->
     shown = as_json(dlq(pipeline, "task", "show", dead.task_id, "--json"))
     assert shown["status"] == "FAILED" and "its runner stopped" in shown["error"]
     assert Counter(t["status"] for t in tasks(pipeline)) == {"FAILED": 1, "COMPLETED": 1}
+    text = dlq(pipeline, "task", "show", dead.task_id).stdout
+    assert f"task        {dead.task_id}  FAILED" in text and "its runner stopped" in text
+    assert dead.task_id in dlq(pipeline, "tasks").stdout
 
 
 def test_a_replay_that_fails_again_counts_a_repeat_failure_and_replay_and_purge_are_audited(
