@@ -49,11 +49,14 @@ def ghost(i: int) -> Entity:
     return Entity("Person", f"Ghost {i}")
 
 
-def dangling(p: Pipeline, i: int, document_id: str | None = None) -> IngestionPlan:
-    """Walker i -[KNOWS]-> Ghost i, upserting the walker only: it fails until Ghost i exists."""
+def dangling(
+    p: Pipeline, i: int, document_id: str | None = None, space: str = SPACE
+) -> IngestionPlan:
+    """Walker i -[KNOWS]-> Ghost i, upserting the walker only: it fails until Ghost i exists
+    (in ``space``)."""
     walker = Entity("Person", f"Walker {i}")
     plan = sample_plan(
-        SPACE,
+        space,
         document_id or f"doc-{i}",
         f"Walker {i} knows Ghost {i}.",
         [walker, ghost(i)],
@@ -61,7 +64,7 @@ def dangling(p: Pipeline, i: int, document_id: str | None = None) -> IngestionPl
         graph=p.graph,
     )
     mutation = plan.mutation
-    walker_only = tuple(n for n in mutation.node_upserts if n.node_id == walker.node_id(SPACE))
+    walker_only = tuple(n for n in mutation.node_upserts if n.node_id == walker.node_id(space))
     return IngestionPlan.freeze(
         **{
             **plan.model_dump(exclude={"fingerprint", "mutation"}),

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 from click.testing import CliRunner
 
-from graph_ingest.cli.dlq import _query, replay_exit_code
+from graph_ingest.cli.dlq import replay_exit_code
+from graph_ingest.cli.dlq_common import dlq_query as _query
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
 from graph_ingest.dlq.replayer import Action, ReplayItem, ReplayReport

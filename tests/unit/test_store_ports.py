@@ -7,6 +7,7 @@ from typing import Protocol
 
 import pytest
 
+from graph_ingest.store.audit import AuditLog
 from graph_ingest.store.base import OperationStore, UnitOfWork
 from graph_ingest.store.dlq_index import DlqIndexReader, DlqIndexWriter
 from graph_ingest.store.documents import DocumentReader, DocumentWriter
@@ -15,6 +16,7 @@ from graph_ingest.store.operations import OperationReader, OperationWriter
 from graph_ingest.store.outbox import OutboxFeed, OutboxWriter
 from graph_ingest.store.parking import ParkedOperations
 from graph_ingest.store.plan_claims import PlanClaimReader, PlanClaimWriter
+from graph_ingest.store.postgres.audit import PostgresAuditLog
 from graph_ingest.store.postgres.dlq_index import PostgresDlqIndexReader, PostgresDlqIndexWriter
 from graph_ingest.store.postgres.documents import PostgresDocumentReader, PostgresDocumentWriter
 from graph_ingest.store.postgres.failures import PostgresFailureLog
@@ -23,6 +25,7 @@ from graph_ingest.store.postgres.outbox import PostgresOutboxFeed, PostgresOutbo
 from graph_ingest.store.postgres.parking import PostgresParkedOperations
 from graph_ingest.store.postgres.plan_claims import PostgresPlanClaimReader, PostgresPlanClaimWriter
 from graph_ingest.store.postgres.recovery import PostgresRecoveryLeases
+from graph_ingest.store.postgres.redrive_tasks import PostgresRedriveTasks, PostgresRepeatFailures
 from graph_ingest.store.postgres.registry import PostgresRegistryReader, PostgresRegistryWriter
 from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.store.postgres.submissions import (
@@ -31,6 +34,7 @@ from graph_ingest.store.postgres.submissions import (
 )
 from graph_ingest.store.postgres.unit_of_work import PostgresUnitOfWork
 from graph_ingest.store.recovery import RecoveryStore
+from graph_ingest.store.redrive_tasks import RedriveTaskStore, RepeatFailures
 from graph_ingest.store.registry import RegistryReader, RegistryWriter
 from graph_ingest.store.submissions import PlannerRecordReader, PlannerRecordWriter
 
@@ -57,6 +61,13 @@ READERS: dict[type, type] = {
 }
 """Each read port of ``OperationStore`` and the PostgreSQL mixin that implements it."""
 
+OPERATOR_PORTS: dict[type, type] = {
+    RedriveTaskStore: PostgresRedriveTasks,
+    RepeatFailures: PostgresRepeatFailures,
+    AuditLog: PostgresAuditLog,
+}
+"""The operator actions' ports (redrive tasks, the audit), also implemented by the store."""
+
 LIFECYCLE = {"start", "close", "unit_of_work", "probe", "database_time"}
 MAX_PORT_METHODS = 7
 
@@ -81,7 +92,7 @@ def port_methods(port: type) -> set[str]:
 
 @pytest.mark.parametrize(
     "port",
-    [*WRITERS, *READERS, RecoveryStore, OutboxFeed],
+    [*WRITERS, *READERS, *OPERATOR_PORTS, RecoveryStore, OutboxFeed],
     ids=lambda port: port.__name__,
 )
 def test_every_port_is_a_small_protocol(port: type) -> None:
@@ -106,7 +117,12 @@ def test_operation_store_is_its_read_ports_and_the_lifecycle() -> None:
 
 @pytest.mark.parametrize(
     ("port", "mixin"),
-    [*WRITERS.items(), *READERS.items(), (OutboxFeed, PostgresOutboxFeed)],
+    [
+        *WRITERS.items(),
+        *READERS.items(),
+        *OPERATOR_PORTS.items(),
+        (OutboxFeed, PostgresOutboxFeed),
+    ],
     ids=lambda cls: cls.__name__,
 )
 def test_each_postgres_mixin_implements_exactly_its_port(port: type, mixin: type) -> None:
@@ -122,6 +138,10 @@ def test_recovery_leases_and_the_store_implement_the_recovery_port() -> None:
 
 def test_the_postgres_unit_of_work_and_store_are_the_mixins_composed() -> None:
     assert set(PostgresUnitOfWork.__bases__) == set(WRITERS.values())
-    assert set(PostgresOperationStore.__bases__) == {*READERS.values(), PostgresRecoveryLeases}
+    assert set(PostgresOperationStore.__bases__) == {
+        *READERS.values(),
+        *OPERATOR_PORTS.values(),
+        PostgresRecoveryLeases,
+    }
     assert own_methods(PostgresUnitOfWork) == set()
     assert own_methods(PostgresOperationStore) == LIFECYCLE | {"put_plan_claims"}

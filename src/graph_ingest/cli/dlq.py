@@ -2,106 +2,26 @@
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from graph_ingest.cli.config import load_settings
+from graph_ingest.cli.dlq_common import (
+    actor_options,
+    dlq_query,
+    dlq_replayer,
+    dlq_store,
+    echo_json,
+    entry_filters,
+    redrive_tasks,
+)
+from graph_ingest.cli.dlq_tasks import follow_task, task, tasks
 from graph_ingest.cli.exit_codes import ExitCode, JsonCommand, reports_errors
-from graph_ingest.cli.params import Duration
 from graph_ingest.domain.dlq import DlqStatus
-from graph_ingest.domain.status import StatusCode
-from graph_ingest.settings import Settings
-from graph_ingest.store.dlq_index import DlqQuery
 
 if TYPE_CHECKING:  # the commands import lazily: --help stays fast
-    from graph_ingest.dlq.replayer import DlqReplayer, ReplayReport
-    from graph_ingest.store.postgres.store import PostgresOperationStore
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-_CODES = [code.value for code in StatusCode if code is not StatusCode.OK]
-
-
-def _filters(*, limit_default: int | None, limit_help: str) -> Callable[[F], F]:
-    """The entry filters shared by `list` and `replay-all`."""
-
-    def add(command: F) -> F:
-        for option in reversed(
-            [
-                click.option(
-                    "--code",
-                    type=click.Choice(_CODES, case_sensitive=False),
-                    metavar="CODE",
-                    help="Only entries whose last failure has this status code, e.g. "
-                    "FAILED_PRECONDITION, INVALID_ARGUMENT, DATA_LOSS.",
-                ),
-                click.option("--space", help="Only entries of documents in this space."),
-                click.option(
-                    "--document", "document_id", metavar="ID", help="Only entries of this document."
-                ),
-                click.option(
-                    "--older-than",
-                    "older_than_s",
-                    type=Duration(),
-                    metavar="DURATION",
-                    help="Only entries dead-lettered at least this long ago, e.g. 30s, 5m, 2h.",
-                ),
-                click.option(
-                    "--limit",
-                    type=click.IntRange(min=1),
-                    default=limit_default,
-                    show_default=limit_default is not None,
-                    help=limit_help,
-                ),
-            ]
-        ):
-            command = option(command)
-        return command
-
-    return add
-
-
-def _query(status: str | None, code: str | None, limit: int | None, **filters: Any) -> DlqQuery:
-    return DlqQuery(
-        status=None if status is None else DlqStatus(status.upper()),
-        code=None if code is None else StatusCode(code.upper()),
-        limit=limit,
-        **filters,
-    )
-
-
-def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2))
-
-
-@contextmanager
-def _store(settings: Settings) -> Iterator[PostgresOperationStore]:
-    from graph_ingest.wiring import postgres_store
-
-    store = postgres_store(settings)
-    store.start()
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-@contextmanager
-def _replayer(settings: Settings) -> Iterator[DlqReplayer]:
-    from graph_ingest.dlq.replayer import DlqReplayer
-    from graph_ingest.kafka.producer import KafkaProducer
-
-    producer = KafkaProducer(settings.kafka, flush_timeout_s=settings.dlq.publish_timeout_s)
-    with _store(settings) as store:
-        try:
-            yield DlqReplayer(store, producer, settings)
-        finally:
-            producer.close()
+    from graph_ingest.dlq.replayer import ReplayReport
 
 
 @click.group("dlq")
@@ -117,6 +37,8 @@ def dlq() -> None:
       graph-ingest dlq stats
       graph-ingest dlq list --status PENDING_REVIEW --older-than 1h
       graph-ingest dlq replay-all --code FAILED_PRECONDITION --dry-run
+      graph-ingest dlq replay-all --space research --rate 10 --reason "Neo4j is back"
+      graph-ingest dlq tasks
     """
 
 
@@ -127,7 +49,7 @@ def dlq() -> None:
     metavar="STATUS",
     help="Only entries with this status: PENDING_REVIEW, REPLAYED or RESOLVED.",
 )
-@_filters(limit_default=100, limit_help="Show at most this many entries, oldest first.")
+@entry_filters(limit_default=100, limit_help="Show at most this many entries, oldest first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
 @reports_errors
 def list_entries(status: str | None, code: str | None, as_json: bool, **filters: Any) -> None:
@@ -140,13 +62,13 @@ def list_entries(status: str | None, code: str | None, as_json: bool, **filters:
     """
     from graph_ingest.dlq.views import entry_json, entry_table
 
-    query = _query(status, code, **filters)
-    with _store(load_settings()) as store:
+    query = dlq_query(status, code, **filters)
+    with dlq_store(load_settings()) as store:
         entries = store.list_dlq_entries(query)
         now = store.database_time()
         more = len(entries) == query.limit and store.count_dlq_entries(query) > len(entries)
     if as_json:
-        _echo_json({"entries": [entry_json(e, now) for e in entries]})
+        echo_json({"entries": [entry_json(e, now) for e in entries]})
         return
     for line in entry_table(entries, now):
         click.echo(line)
@@ -161,8 +83,8 @@ def list_entries(status: str | None, code: str | None, as_json: bool, **filters:
 def show(dlq_id: str, as_json: bool) -> None:
     """Show DLQ entry DLQ_ID: its envelope, every attempt, and the plan it holds.
 
-    The original key, value and headers are kept byte for byte (base64 in JSON). Exit code 3
-    for an unknown id.
+    The original key, value and headers are kept byte for byte (base64 in JSON); "repeat
+    failures" counts how often a replay of the entry failed again. Exit code 3 for an unknown id.
 
     \b
     Example:
@@ -172,18 +94,21 @@ def show(dlq_id: str, as_json: bool) -> None:
     from graph_ingest.dlq.views import show_json, show_lines
     from graph_ingest.schemas.codec import decode_dlq_envelope
 
-    with _store(load_settings()) as store:
+    with dlq_store(load_settings()) as store:
         entry = store.get_dlq_entry(dlq_id)
         if entry is None:
             raise DlqEntryNotFound(f"DLQ entry {dlq_id} not found")
         operation = store.get_operation(entry.operation_id) if entry.operation_id else None
         now = store.database_time()
+        repeats = store.repeat_failures(dlq_id)
     envelope = decode_dlq_envelope(entry.envelope)
     if as_json:
-        _echo_json(show_json(entry, envelope, operation, now))
+        echo_json({**show_json(entry, envelope, operation, now), "repeat_failures": repeats})
         return
     for line in show_lines(entry, envelope, operation, now):
         click.echo(line)
+        if line.startswith("status "):
+            click.echo(f"repeat failures {repeats} (replays of it that failed again)")
 
 
 @dlq.command("stats", cls=JsonCommand)
@@ -198,10 +123,10 @@ def stats(as_json: bool) -> None:
     """
     from graph_ingest.dlq.views import stats_json, stats_lines
 
-    with _store(load_settings()) as store:
+    with dlq_store(load_settings()) as store:
         found = store.dlq_stats()
     if as_json:
-        _echo_json(stats_json(found))
+        echo_json(stats_json(found))
         return
     for line in stats_lines(found):
         click.echo(line)
@@ -210,9 +135,10 @@ def stats(as_json: bool) -> None:
 @dlq.command("replay", cls=JsonCommand)
 @click.argument("dlq_id")
 @click.option("--force", is_flag=True, help="Replay an entry that was REPLAYED already.")
+@actor_options
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @reports_errors
-def replay(dlq_id: str, force: bool, as_json: bool) -> None:
+def replay(dlq_id: str, force: bool, by: str, reason: str | None, as_json: bool) -> None:
     """Re-publish the frozen plan of DLQ entry DLQ_ID to the plans topic, then mark it REPLAYED.
 
     The plan goes back unchanged, with its operation id (the operation's stored plan, else the
@@ -223,20 +149,28 @@ def replay(dlq_id: str, force: bool, as_json: bool) -> None:
     without --force, a CONFLICT (the plan is stale: a replan is needed), a COMPLETED operation,
     an entry that holds no plan (purge it), and a version that followed its predecessor to the
     DLQ while that one is pending (replay that one: this one is released when it completes).
-    Exit code 3 for an unknown id.
+    Exit code 3 for an unknown id. The replay is recorded in the audit log.
 
     \b
     Example:
-      graph-ingest dlq replay dlq-3f2a…
+      graph-ingest dlq replay dlq-3f2a… --reason "Ghost 1 exists now"
     """
+    from graph_ingest.dlq.audit import AuditAction
     from graph_ingest.dlq.replay import PlanSource
     from graph_ingest.dlq.views import replay_item_json
 
     settings = load_settings()
-    with _replayer(settings) as replayer:
+    with dlq_replayer(settings) as (replayer, audit):
         item = replayer.replay(dlq_id, force=force)
+        audit.record(
+            action=AuditAction.DLQ_REPLAY,
+            by=by,
+            target=[dlq_id],
+            reason=reason,
+            details={"force": force, "source": str(item.source)},
+        )
     if as_json:
-        _echo_json(replay_item_json(item))
+        echo_json(replay_item_json(item))
         return
     if item.source is PlanSource.REQUEST:
         where = f"request re-submitted to {settings.topics.requests}"
@@ -260,7 +194,7 @@ def replay_exit_code(report: ReplayReport) -> ExitCode:
 
 
 @dlq.command("replay-all", cls=JsonCommand)
-@_filters(
+@entry_filters(
     limit_default=None,
     limit_help="Take at most this many entries, refused ones included [default: all].",
 )
@@ -271,38 +205,53 @@ def replay_exit_code(report: ReplayReport) -> ExitCode:
     default=None,
     help="Replay at most this many entries per second [default: no limit].",
 )
+@actor_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @reports_errors
 def replay_all(
-    code: str | None, dry_run: bool, rate: float | None, as_json: bool, **filters: Any
+    code: str | None,
+    dry_run: bool,
+    rate: float | None,
+    by: str,
+    reason: str | None,
+    as_json: bool,
+    **filters: Any,
 ) -> None:
-    """Replay every PENDING_REVIEW entry the filters select, oldest first, one at a time.
+    """Replay every PENDING_REVIEW entry the filters select, oldest first, as a redrive task.
 
-    Each entry is marked REPLAYED as soon as Kafka has acknowledged its plan, so a run that is
-    interrupted (SIGINT/SIGTERM end it after the entry in hand, exit 130) goes on where it
-    stopped when run again. An entry that cannot be replayed (see `dlq replay --help`) is
-    reported and the others go on; one waiting behind a version in the DLQ is released when that
-    one, replayed, completes. Exit code 0 when every entry was replayed (or waits), 1 when some
-    were refused or failed, 4 when a service is unavailable. A --dry-run that ran exits 0: the
-    entries it would refuse are listed with their reasons.
+    The task runs in this process and is followed with a progress bar (plain lines on stderr
+    when it is no terminal, or with --json); `dlq task show ID` follows it from elsewhere and
+    `dlq task cancel ID` stops it from any process. One task runs at a time per DLQ: a second
+    is refused (exit 5), naming the one that runs. Each entry is marked REPLAYED as soon as
+    Kafka has acknowledged its plan, so a run that is interrupted (Ctrl-C or SIGTERM cancel the
+    task after the entry in hand, exit 130) goes on where it stopped when run again. An entry
+    that cannot be replayed (see `dlq replay --help`) is reported and the others go on; one
+    waiting behind a version in the DLQ is released when that one, replayed, completes. Exit
+    code 0 when every entry was replayed (or waits), 1 when some were refused or failed, 4 when
+    a service is unavailable. A --dry-run starts no task and exits 0 when it ran: the entries
+    it would refuse are listed with their reasons. The start (and a cancel) are recorded in
+    the audit log.
 
     \b
     Examples:
       graph-ingest dlq replay-all --code FAILED_PRECONDITION --dry-run
-      graph-ingest dlq replay-all --older-than 10m --rate 20 --json | jq '.summary'
+      graph-ingest dlq replay-all --older-than 10m --rate 20 --reason "Neo4j fixed" --json
+      graph-ingest dlq replay-all --class GraphConstraintError --from 2026-12-01T09:00:00Z
     """
     from graph_ingest.cli.signals import stopping_on_signals
+    from graph_ingest.dlq.audit import local_actor
     from graph_ingest.dlq.views import replay_item_line, replay_report_json, replay_summary
 
-    query = _query(None, code, **filters)
-    with _replayer(load_settings()) as replayer, stopping_on_signals() as stop:
-        label = "dry run" if dry_run else "replaying"
-        with click.progressbar(length=replayer.count(query), label=label, file=sys.stderr) as bar:
-            report = replayer.replay_all(
-                query, dry_run=dry_run, rate=rate, stop=stop, on_item=lambda _: bar.update(1)
-            )
+    selection = dlq_query(None, code, **filters)
+    actor = by or local_actor()
+    with redrive_tasks(load_settings()) as redrive, stopping_on_signals() as stop:
+        if dry_run:
+            report = redrive.dry_run(selection).report
+        else:
+            running = redrive.start(selection, rate=rate, by=actor, reason=reason)
+            report = follow_task(redrive, running, stop, by=actor, plain=as_json)
     if as_json:
-        _echo_json(replay_report_json(report))
+        echo_json(replay_report_json(report))
     else:
         for item in report.items:
             click.echo(replay_item_line(item))
@@ -318,36 +267,48 @@ def replay_all(
     is_flag=True,
     help="Purge an entry that later versions wait behind; they become CONFLICT (replanned).",
 )
+@click.option(
+    "--by", default="", metavar="NAME", help="Who acts, for the audit log [default: $USER@host]."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the resolved entry as JSON.")
 @reports_errors
-def purge(dlq_id: str, reason: str, force: bool, as_json: bool) -> None:
+def purge(dlq_id: str, reason: str, force: bool, by: str, as_json: bool) -> None:
     """Resolve DLQ entry DLQ_ID: mark it RESOLVED with REASON; it is kept for audit.
 
     A RESOLVED entry is never replayed. When later versions of the document wait behind its
     operation (PARKED, or dead-lettered after it), purging it would strand them: the purge is
     refused (exit 5), naming them. With --force it goes on and moves each of them to CONFLICT
     (its own entry RESOLVED): the planner replans the document's newest submission on its
-    committed state. Exit code 3 for an unknown id, 5 for one that is RESOLVED already.
+    committed state. Exit code 3 for an unknown id, 5 for one that is RESOLVED already. The
+    purge, its reason and who did it are recorded in the audit log.
 
     \b
     Examples:
       graph-ingest dlq purge dlq-3f2a… --reason "document deleted upstream"
       graph-ingest dlq purge dlq-3f2a… --reason "bad extraction" --force
     """
+    from graph_ingest.dlq.audit import Audit, AuditAction
     from graph_ingest.dlq.purge import purge as purge_entry
     from graph_ingest.dlq.views import entry_json
 
     settings = load_settings()
-    with _store(settings) as store:
+    with dlq_store(settings) as store:
         purged = purge_entry(store, settings.topics.dlq, dlq_id, reason, force=force)
         now = store.database_time()
-    entry = purged.entry
-    if as_json:
         followers = [
             {"operation_id": f.operation_id, "expected_revision": f.expected_revision}
             for f in purged.followers
         ]
-        _echo_json({**entry_json(entry, now), "note": reason.strip(), "conflicted": followers})
+        Audit(store).record(
+            action=AuditAction.DLQ_PURGE,
+            by=by,
+            target=[dlq_id],
+            reason=reason,
+            details={"force": force, "conflicted": followers},
+        )
+    entry = purged.entry
+    if as_json:
+        echo_json({**entry_json(entry, now), "note": reason.strip(), "conflicted": followers})
         return
     click.echo(f"resolved {entry.dlq_id} {entry.operation_id or '-'}: {reason.strip()}")
     for follower in purged.followers:
@@ -374,11 +335,11 @@ def reindex(as_json: bool) -> None:
     from graph_ingest.dlq.reindex import reindex as rebuild
 
     settings = load_settings()
-    with _store(settings) as store:
+    with dlq_store(settings) as store:
         report = rebuild(store, settings)
     counts = {status.value: n for status, n in report.by_status.items()}
     if as_json:
-        _echo_json(
+        echo_json(
             {
                 "topic": report.topic,
                 "messages": report.messages,
@@ -395,3 +356,7 @@ def reindex(as_json: bool) -> None:
         f"({', '.join(f'{n} {s}' for s, n in counts.items())}; {report.from_outbox} from the "
         f"outbox, {report.undecodable} undecodable; {report.rows_before} rows before)"
     )
+
+
+dlq.add_command(tasks)
+dlq.add_command(task)

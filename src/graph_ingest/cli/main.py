@@ -22,6 +22,7 @@ def cli(verbose: int) -> None:
 
 def _register() -> None:
     from graph_ingest.cli.admin import db, topics
+    from graph_ingest.cli.audit import audit
     from graph_ingest.cli.check import check
     from graph_ingest.cli.demo import demo
     from graph_ingest.cli.dlq import dlq
@@ -49,6 +50,7 @@ def _register() -> None:
         recover,
         reconcile,
         dlq,
+        audit,
         demo,
         check,
     ):

@@ -50,6 +50,13 @@ class DlqQuery:
     document_id: str | None = None
     older_than_s: float | None = None
     """Only entries dead-lettered at least this long ago (by the database's clock)."""
+    error_class: str | None = None
+    dead_lettered_from: datetime | None = None
+    """Only entries dead-lettered at or after this time (a redrive's time range)."""
+    dead_lettered_to: datetime | None = None
+    """Only entries dead-lettered before this time."""
+    dlq_ids: tuple[str, ...] | None = None
+    """Only these entries."""
     limit: int | None = None
     after: tuple[datetime, str] | None = None
     """Keyset paging: only entries after this (``dead_lettered_at``, ``dlq_id``)."""

@@ -21,11 +21,16 @@ from graph_ingest.schemas.claim_check import PlanClaim
 from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.operations import OperationEventEncoder
+from graph_ingest.store.postgres.audit import PostgresAuditLog
 from graph_ingest.store.postgres.dlq_index import PostgresDlqIndexReader
 from graph_ingest.store.postgres.documents import PostgresDocumentReader
 from graph_ingest.store.postgres.operations import PostgresOperationReader
 from graph_ingest.store.postgres.plan_claims import PostgresPlanClaimReader
 from graph_ingest.store.postgres.recovery import PostgresRecoveryLeases
+from graph_ingest.store.postgres.redrive_tasks import (
+    PostgresRedriveTasks,
+    PostgresRepeatFailures,
+)
 from graph_ingest.store.postgres.registry import PostgresRegistryReader
 from graph_ingest.store.postgres.submissions import PostgresPlannerRecordReader
 from graph_ingest.store.postgres.translate import translated, translating
@@ -69,8 +74,12 @@ class PostgresOperationStore(
     PostgresPlannerRecordReader,
     PostgresPlanClaimReader,
     PostgresRecoveryLeases,
+    PostgresRedriveTasks,
+    PostgresRepeatFailures,
+    PostgresAuditLog,
 ):
-    """Implements ``OperationStore`` and ``RecoveryStore``."""
+    """Implements ``OperationStore``, ``RecoveryStore``, ``RedriveTaskStore``,
+    ``RepeatFailures`` and ``AuditLog``."""
 
     def __init__(
         self,
