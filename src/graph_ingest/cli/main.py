@@ -25,6 +25,7 @@ def _register() -> None:
     from graph_ingest.cli.check import check
     from graph_ingest.cli.demo import demo
     from graph_ingest.cli.dlq import dlq
+    from graph_ingest.cli.documents import doc
     from graph_ingest.cli.operations import publish_plan, status
     from graph_ingest.cli.projections import projections
     from graph_ingest.cli.reconcile import reconcile
@@ -43,6 +44,7 @@ def _register() -> None:
         retract,
         publish_plan,
         status,
+        doc,
         resume,
         recover,
         reconcile,
