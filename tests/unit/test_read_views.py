@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from confluent_kafka import Message
 
 from graph_ingest.domain.degradation import DegradationLevel
 from graph_ingest.domain.dlq import DlqStatus
@@ -15,20 +16,25 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.projections.degradation_rows import breakers_of, worker_degradation
 from graph_ingest.projections.dlq_rows import read_entry
 from graph_ingest.projections.document_fold import DocumentView, fold_document
+from graph_ingest.projections.events import OperationEvent
 from graph_ingest.projections.fold import FoldVerdict
-from graph_ingest.projections.read_events import DlqEvent, skipped
-from graph_ingest.schemas.codec import encode_dlq_envelope
+from graph_ingest.projections.read_events import DegradationChange, DlqEvent, ReadDecoder, skipped
+from graph_ingest.schemas.codec import encode_degradation_event, encode_dlq_envelope
+from graph_ingest.settings.kafka import TopicSettings
 from tests.operation_histories import COMPLETED, DEAD_LETTERED_AFTER_RETRY, history, scrambled
 from tests.read_view_samples import (
     DLQ_TOPIC,
     REQUESTS_TOPIC,
     TRACE,
     degradation_changes,
+    degradation_events,
     dlq_events,
     request_entry,
 )
 
 pytestmark = pytest.mark.timeout(60)
+
+RETRY = None  # no retry headers: the projector's topics carry none
 
 
 def test_a_plan_entry_reads_as_a_plan_with_every_attempt_counted() -> None:
@@ -125,3 +131,28 @@ def test_an_older_snapshot_is_a_duplicate_and_a_no_op_never_names_the_state() ->
     no_op = replace(op_b, operation_id="op-d", expected_revision=2, plan_kind=PlanKind.NO_OP)
     again = DocumentView.of(view.space, view.document_id, (no_op, *view.operations))
     assert (again.revision, again.operation_id) == (2, "op-b")
+
+
+def message(topic: str, value: bytes | None, key: bytes | None = b"k") -> Message:
+    return Message(topic=topic, partition=1, offset=5, key=key, value=value, headers=None)
+
+
+def test_the_decoder_reads_each_topic_and_skips_what_is_none() -> None:
+    topics = TopicSettings()
+    decode = ReadDecoder(topics)
+    dlq_id, envelope = request_entry()
+    encoded = encode_dlq_envelope(envelope)
+    read = decode(message(topics.dlq, encoded, dlq_id.encode()), (), RETRY)
+    assert isinstance(read, DlqEvent)
+    assert (read.dlq_id, read.envelope, read.offset) == (dlq_id, envelope, 5)
+    # garbage, a tombstone, an envelope without its key: no envelope, the position kept
+    for value, key in ((b"\x00 garbage", b"k"), (None, b"k"), (encoded, None)):
+        none = decode(message(topics.dlq, value, key), (), RETRY)
+        assert isinstance(none, DlqEvent) and none.envelope is None and none.offset == 5
+    [event] = degradation_events("w")[:1]
+    change = decode(message(topics.degradation, encode_degradation_event(event)), (), RETRY)
+    assert isinstance(change, DegradationChange) and change.event == event
+    bad = decode(message(topics.degradation, b"\x00"), (), RETRY)
+    assert isinstance(bad, DegradationChange) and bad.event is None
+    operation = decode(message(topics.operations, b"\x00"), (), RETRY)
+    assert isinstance(operation, OperationEvent) and operation.operation is None

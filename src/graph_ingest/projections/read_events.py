@@ -70,11 +70,14 @@ class ReadDecoder:
     def __call__(self, message: Message, headers: MessageHeaders, retry: RetryRead) -> ReadEvent:
         topic = message.topic()
         if topic == self._dlq:
-            key = message.key() or b""
+            key = (message.key() or b"").decode("utf-8", errors="replace")
             envelope = _decoded(message, decode_dlq_envelope, "DLQ envelope")
+            if envelope is not None and not key:  # the relay keys every envelope by its DLQ id
+                log.warning("%s[%s]@%s: a DLQ envelope without a key: skipped", *_position(message))
+                envelope = None
             return DlqEvent(
                 *_position(message),
-                dlq_id=key.decode("utf-8", errors="replace"),
+                dlq_id=key,
                 envelope=envelope,
                 encoded=message.value() or b"",
                 timestamp=message_time(message),

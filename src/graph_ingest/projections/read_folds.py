@@ -9,7 +9,8 @@ its topic (one that had folded further folds again, harmlessly: every fold is or
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, TypeVar
 
 from graph_ingest.kafka.consumer import Partition
 from graph_ingest.projections.degradation_rows import (
@@ -21,10 +22,12 @@ from graph_ingest.projections.degradation_rows import (
 from graph_ingest.projections.dlq_rows import DLQ_ENTRIES, DLQ_TABLE, entry_values, read_entry
 from graph_ingest.projections.document_table import DOCUMENTS, fold_documents
 from graph_ingest.projections.events import OperationEvent
-from graph_ingest.projections.keyed_tables import fold_newest
+from graph_ingest.projections.keyed_tables import KeyedTable, fold_newest
 from graph_ingest.projections.read_events import DegradationChange, DlqEvent, ReadEvent
 from graph_ingest.projections.tables import OPERATION_STATUS, Position, ReadTables
 from graph_ingest.settings.kafka import TopicSettings
+
+KeyedEvent = TypeVar("KeyedEvent", DlqEvent, DegradationChange)
 
 
 class ReadFolds:
@@ -66,29 +69,31 @@ class ReadFolds:
         if operations:
             outcomes |= fold_documents(self._tables, operations)
             outcomes |= self._tables.fold(operations)
-        if dead_letters:
-            outcomes |= fold_newest(
-                self._tables,
-                DLQ_TABLE,
-                dead_letters,
-                [
-                    (event, entry_values(entry))
-                    for event in dead_letters
-                    if (entry := read_entry(event, self._requests_topic)) is not None
-                ],
-            )
-        if changes:
-            outcomes |= fold_newest(
-                self._tables,
-                DEGRADATION_TABLE,
-                changes,
-                [
-                    (event, degradation_values(row))
-                    for event in changes
-                    if (row := worker_degradation(event)) is not None
-                ],
-            )
+        outcomes |= self._fold_keyed(DLQ_TABLE, dead_letters, self._entry_values)
+        outcomes |= self._fold_keyed(DEGRADATION_TABLE, changes, _degradation_values)
         return outcomes
+
+    def _entry_values(self, event: DlqEvent) -> dict[str, Any] | None:
+        entry = read_entry(event, self._requests_topic)
+        return None if entry is None else entry_values(entry)
+
+    def _fold_keyed(
+        self,
+        table: KeyedTable,
+        events: Sequence[KeyedEvent],
+        values_of: Callable[[KeyedEvent], dict[str, Any] | None],
+    ) -> dict[Position, str]:
+        """Fold ``events`` into ``table``: the newest row per key (``values_of`` an event; None
+        for one without a row)."""
+        if not events:
+            return {}
+        rows = [(event, values) for event in events if (values := values_of(event)) is not None]
+        return fold_newest(self._tables, table, events, rows)
+
+
+def _degradation_values(change: DegradationChange) -> dict[str, Any] | None:
+    row = worker_degradation(change)
+    return None if row is None else degradation_values(row)
 
 
 __all__ = ["ReadFolds"]
