@@ -132,10 +132,19 @@ def test_the_read_views_agree_with_the_write_side_of_a_real_applier(pipeline: Pi
         stop.set()
         projector.join(timeout=60)
     assert not projector.is_alive()
-    # and an unknown document exits with the not-found code
-    unknown = CliRunner(env=projector_env(pipeline)).invoke(cli, ["doc", "show", SPACE, "nope"])
+    # and as text, the document's revision and its operation's way through the DLQ
+    runner = CliRunner(env=projector_env(pipeline))
+    text = runner.invoke(cli, ["doc", "show", SPACE, "doc-1"])
+    assert text.exit_code == 0, text.output
+    assert f"revision   1 (operation {first.operation_id}, completed " in text.stdout
+    assert f"  {first.operation_id}  base revision 0  COMPLETED " in text.stdout
+    # and an unknown document exits with the not-found code, under --json as a JSON error
+    unknown = runner.invoke(cli, ["doc", "show", SPACE, "nope"])
     assert unknown.exit_code == ExitCode.NOT_FOUND
     assert "document it/nope not found" in unknown.stderr
+    as_json = runner.invoke(cli, ["doc", "show", SPACE, "nope", "--json"])
+    assert as_json.exit_code == ExitCode.NOT_FOUND
+    assert json.loads(as_json.stdout)["error"]["code"] == "NOT_FOUND"
 
 
 def doc_show(pipeline: Pipeline, document: str) -> tuple[int, str | None] | None:
