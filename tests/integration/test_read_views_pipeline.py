@@ -16,6 +16,7 @@ from confluent_kafka import Message, Producer
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
 from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.degradation import DegradationPublisher
 from graph_ingest.projections.degradation_rows import worker_degradations
 from graph_ingest.projections.dlq_entries import DlqEntryQueries
@@ -24,7 +25,7 @@ from graph_ingest.settings import Settings
 from graph_ingest.store.dlq_index import DlqQuery
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import run_projector
-from tests.integration.pipeline import Pipeline
+from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.integration.projection_helpers import (
     opened_read_tables,
     projector_env,
@@ -163,3 +164,31 @@ def write_state(pipeline: Pipeline, document: str) -> tuple[int, str]:
         document,
     )
     return revision, operation_id
+
+
+def test_a_worker_whose_neo4j_breaker_opens_gets_its_degradation_row(pipeline: Pipeline) -> None:
+    # Given an applier whose Neo4j is unavailable (its probe too), and a projector
+    settings = projector_settings(pipeline)
+    writer = FailingWriter(pipeline.settings, StatusCode.UNAVAILABLE)
+    writer.sick.set()
+    stop = threading.Event()
+    projector = threading.Thread(target=run_projector, args=(settings, stop), daemon=True)
+    projector.start()
+    try:
+        # When a plan arrives: its writes fail until the Neo4j breaker opens
+        pipeline.publish(dangling(pipeline, 1))
+        pipeline.start_applier(writer)
+        # Then the worker's row says it is degraded, and by which breaker
+        with opened_read_tables(settings) as tables:
+            [worker] = wait_until(
+                lambda: [w for w in worker_degradations(tables) if w.level.value != "L0"] or None,
+                timeout_s=90,
+                what="the applier's degradation row",
+            )
+        assert worker.worker_id.startswith(pipeline.settings.applier.worker_id)
+        assert worker.level.value == "L1" and worker.breakers == {"neo4j": "open"}
+        assert worker.previous_level.value == "L0"
+    finally:
+        writer.sick.clear()
+        stop.set()
+        projector.join(timeout=60)
