@@ -26,6 +26,7 @@ def _register() -> None:
     from graph_ingest.cli.check import check
     from graph_ingest.cli.demo import demo
     from graph_ingest.cli.dlq import dlq
+    from graph_ingest.cli.documents import doc
     from graph_ingest.cli.operations import publish_plan, status
     from graph_ingest.cli.ops import ops
     from graph_ingest.cli.projections import projections
@@ -46,6 +47,7 @@ def _register() -> None:
         publish_plan,
         status,
         ops,
+        doc,
         resume,
         recover,
         reconcile,

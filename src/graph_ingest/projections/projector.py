@@ -1,5 +1,6 @@
-"""The projector worker: folds ``ingestion.operations`` into the read tables, in a consumer
-group of its own (``PROJECTOR__GROUP_ID``), on the runtime every worker shares.
+"""The projector worker: folds ``ingestion.operations``, the DLQ topic and
+``ingestion.degradation`` into the read tables (``projections.read_folds``), in a consumer group
+of its own (``PROJECTOR__GROUP_ID``), on the runtime every worker shares.
 
 * **Positions**: the read tables' ``tracking_positions`` are the truth. An assigned partition
   starts at its stored position + 1, or at the beginning when it has none (a new read schema
@@ -17,7 +18,6 @@ group of its own (``PROJECTOR__GROUP_ID``), on the runtime every worker shares.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -28,8 +28,9 @@ from confluent_kafka import OFFSET_BEGINNING
 from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait
 from graph_ingest.kafka.consumer import Partition, TypedConsumer
-from graph_ingest.projections.events import OperationEvent, decode_operation_event
-from graph_ingest.projections.tables import OPERATION_STATUS, Position, ReadTables
+from graph_ingest.projections.read_events import ReadDecoder, ReadEvent, describe, skipped
+from graph_ingest.projections.read_folds import ReadFolds
+from graph_ingest.projections.tables import Position, ReadTables
 from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.settings import Settings
 from graph_ingest.store.errors import StoreError
@@ -42,19 +43,21 @@ class Projector:
 
     def __init__(self, settings: Settings, tables: ReadTables, *, hooks: Hooks) -> None:
         self._settings = settings.projector
-        self._tables = tables
+        self._folds = ReadFolds(tables, settings.topics)
+        self.topics = self._folds.topics
+        """What it consumes: every topic a projection is folded from."""
         self._hooks = hooks
         self._backoff = Backoff(
             self._settings.retry_initial_backoff_s, self._settings.retry_max_backoff_s
         )
         rebalance = RebalanceHooks(hooks, on_revoke=lambda _revoked: None)  # nothing held back
-        self._consumer: TypedConsumer[OperationEvent] = TypedConsumer(
+        self._consumer: TypedConsumer[ReadEvent] = TypedConsumer(
             settings.kafka.consumer_config(self._settings.group_id),
-            [settings.topics.operations],
+            self.topics,
             on_revoke=rebalance.revoked,
             on_assign=rebalance.assigned,
             starting_offsets=self._starting_offsets,
-            decode=decode_operation_event,
+            decode=ReadDecoder(settings.topics),
         )
 
     def run(self, stop: threading.Event) -> None:
@@ -74,13 +77,13 @@ class Projector:
 
     def _starting_offsets(self, partitions: frozenset[Partition]) -> Mapping[Partition, int]:
         try:
-            stored = self._tables.positions(OPERATION_STATUS, partitions)
+            stored = self._folds.positions(partitions)
         except StoreError as exc:
             log.warning("read positions unavailable (%s): starting at committed offsets", exc)
             return {}
         return {p: stored[p] + 1 if p in stored else OFFSET_BEGINNING for p in partitions}
 
-    def _fold(self, events: Sequence[OperationEvent], stop: threading.Event) -> None:
+    def _fold(self, events: Sequence[ReadEvent], stop: threading.Event) -> None:
         started = time.monotonic()
         try:
             outcomes = self._fold_batch(events)
@@ -91,42 +94,37 @@ class Projector:
         self._hooks.batch_handled(outcomes, time.monotonic() - started, attempts)
         self._hooks.committed(self._consumer.commit(_next_offsets(events)))
 
-    def _fold_batch(self, events: Sequence[OperationEvent]) -> dict[Position, str]:
+    def _fold_batch(self, events: Sequence[ReadEvent]) -> dict[Position, str]:
         try:
-            return self._tables.fold(events)
+            return self._folds.fold(events)
         except StoreError as exc:
             if exc.code.is_transient:
                 raise
             return self._fold_one_by_one(events)
 
-    def _fold_one_by_one(self, events: Sequence[OperationEvent]) -> dict[Position, str]:
+    def _fold_one_by_one(self, events: Sequence[ReadEvent]) -> dict[Position, str]:
         """Fold each event alone; one the tables still refuse is skipped (logged, its position
         recorded). A transient error meanwhile is raised: the batch is read again."""
         outcomes: dict[Position, str] = {}
         for event in events:
             try:
-                outcomes |= self._tables.fold([event])
+                outcomes |= self._folds.fold([event])
             except StoreError as exc:
                 if exc.code.is_transient:
                     raise
                 log.error(
-                    "%s[%d]@%d op=%s: the read tables refuse the event (%s): skipped",
-                    event.topic,
-                    event.partition,
-                    event.offset,
-                    event.operation.operation_id if event.operation else None,
-                    exc,
+                    "%s: the read tables refuse the event (%s): skipped", describe(event), exc
                 )
-                outcomes |= self._tables.fold([dataclasses.replace(event, operation=None)])
+                outcomes |= self._folds.fold([skipped(event)])
         return outcomes
 
     def _wait_out(
-        self, events: Sequence[OperationEvent], exc: StoreError, stop: threading.Event
+        self, events: Sequence[ReadEvent], exc: StoreError, stop: threading.Event
     ) -> None:
         """Read the batch again after a backoff, every partition paused meanwhile."""
         delay = self._backoff.failed()
         log.warning(
-            "folding %d operation events failed (%s, failure %d): again in %.1fs",
+            "folding %d events failed (%s, failure %d): again in %.1fs",
             len(events),
             exc,
             self._backoff.failures,
@@ -146,7 +144,7 @@ class Projector:
         self._rewind(self._consumer.consume(1, timeout_s))
         self._hooks.polled()
 
-    def _rewind(self, events: Sequence[OperationEvent]) -> None:
+    def _rewind(self, events: Sequence[ReadEvent]) -> None:
         """Fetch ``events`` again (each partition from its first of them)."""
         first: dict[Partition, int] = {}
         for event in events:
@@ -155,7 +153,7 @@ class Projector:
         self._consumer.rewind(first)
 
 
-def _next_offsets(events: Sequence[OperationEvent]) -> dict[Partition, int]:
+def _next_offsets(events: Sequence[ReadEvent]) -> dict[Partition, int]:
     offsets: dict[Partition, int] = {}
     for event in events:
         partition = (event.topic, event.partition)

@@ -178,7 +178,12 @@ def _conditions(where: OperationFilter) -> tuple[list[str], dict[str, object]]:
 
 def encode_cursor(last: OperationStatus) -> str:
     """Where the next page starts: after ``last`` (its updated time and id), opaque."""
-    raw = orjson.dumps([last.updated_at.isoformat(), last.operation_id])
+    return encode_keyset(last.updated_at, last.operation_id)
+
+
+def encode_keyset(at: datetime, key: str) -> str:
+    """A keyset position (a time, an id) as an opaque cursor that ``decode_cursor`` reads."""
+    raw = orjson.dumps([at.isoformat(), key])
     return base64.urlsafe_b64encode(raw).decode("ascii")
 
 
@@ -202,4 +207,5 @@ __all__ = [
     "ProjectedStatus",
     "decode_cursor",
     "encode_cursor",
+    "encode_keyset",
 ]

@@ -12,10 +12,11 @@ starts): the second waits, then folds onto what the first wrote.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import sql
@@ -40,6 +41,20 @@ SKIPPED = "SKIPPED"
 """The outcome of an event that carries no snapshot (``projections.events``)."""
 
 Position = tuple[str, int, int]
+
+
+class Positioned(Protocol):
+    """A consumed message as a fold sees its place: topic, partition, offset, Kafka time."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> datetime | None: ...
+
 
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext({name}), hashtext(id)) FROM unnest({ids}) AS id"
 _SELECT = "SELECT {columns} FROM {schema}.operation_status WHERE operation_id = ANY({ids})"
@@ -159,8 +174,21 @@ class ReadTables:
             changed = _folded(stored, by_operation, outcomes)
             if changed:
                 cur.execute(self._sql["upsert"], status_columns(changed))
-            cur.execute(self._sql["save_positions"], _position_columns(events))
+            self.record_positions(cur, OPERATION_STATUS, events)
         return outcomes
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Cursor[DictRow]]:
+        """A cursor in one transaction, committed when the block ends (the other projections'
+        folds: their rows and, with ``record_positions``, their positions)."""
+        with translating(), self._require().connection() as conn:
+            yield conn.cursor(row_factory=dict_row)
+
+    def record_positions(
+        self, cur: psycopg.Cursor[DictRow], projection: str, events: Sequence[Positioned]
+    ) -> None:
+        """Record, in ``cur``'s transaction, that ``projection`` has folded ``events``."""
+        cur.execute(self._sql["save_positions"], _position_columns(projection, events))
 
     def _require(self) -> ConnectionPool[psycopg.Connection[Any]]:
         if self._pool is None:
@@ -187,15 +215,15 @@ def _folded(
     return changed
 
 
-def _position_columns(events: Sequence[OperationEvent]) -> dict[str, Any]:
-    last: dict[Partition, OperationEvent] = {}
+def _position_columns(projection: str, events: Sequence[Positioned]) -> dict[str, Any]:
+    last: dict[Partition, Positioned] = {}
     for event in events:
         partition = (event.topic, event.partition)
         seen = last.get(partition)
         if seen is None or event.offset > seen.offset:
             last[partition] = event
     return {
-        "projection": OPERATION_STATUS,
+        "projection": projection,
         "topic": [topic for topic, _ in last],
         "partition": [partition for _, partition in last],
         "offset": [event.offset for event in last.values()],
@@ -231,4 +259,12 @@ def _statements(schema: str) -> dict[str, sql.Composed]:
     }
 
 
-__all__ = ["OPERATION_STATUS", "SKIPPED", "FoldedUpTo", "ReadTables", "read_schema"]
+__all__ = [
+    "OPERATION_STATUS",
+    "SKIPPED",
+    "FoldedUpTo",
+    "Position",
+    "Positioned",
+    "ReadTables",
+    "read_schema",
+]
