@@ -22,6 +22,7 @@ def cli(verbose: int) -> None:
 
 def _register() -> None:
     from graph_ingest.cli.admin import db, topics
+    from graph_ingest.cli.breaker import breaker
     from graph_ingest.cli.check import check
     from graph_ingest.cli.demo import demo
     from graph_ingest.cli.dlq import dlq
@@ -47,6 +48,7 @@ def _register() -> None:
         recover,
         reconcile,
         dlq,
+        breaker,
         demo,
         check,
     ):
