@@ -135,7 +135,7 @@ class ControlFollower:
             )
             return
         if controls.get(key) != control:
-            log.warning(
+            log.info(
                 "%s: breaker %s %s by %s at %s: %s",
                 where,
                 key,
