@@ -26,6 +26,7 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.errors import GraphUnavailable
 from graph_ingest.observability.health import HealthSubscriber
 from graph_ingest.observability.probes import ready
+from graph_ingest.producers.breaker_control import UnknownDependency, force
 from graph_ingest.resilience.breaker import BreakerState
 from graph_ingest.resilience.forcing import effective_state, holds_paused, opens_on_failure
 from graph_ingest.schemas.codec import (
@@ -36,6 +37,8 @@ from graph_ingest.schemas.codec import (
 from graph_ingest.schemas.errors import DecodeError
 from graph_ingest.schemas.messages import breaker_control_message
 from graph_ingest.schemas.registry import BREAKER_CONTROL, BUNDLED
+from graph_ingest.settings import Settings
+from graph_ingest.settings.kafka import KafkaSettings
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -257,3 +260,11 @@ def test_an_unknown_dependency_is_a_usage_error_naming_the_known_ones(command: s
     result = CliRunner().invoke(cli, ["breaker", command, "mongodb"])
     assert result.exit_code == 2
     assert "'mongodb' is not one of 'neo4j', 'postgres'" in result.output
+
+
+def test_force_refuses_an_unknown_dependency_before_touching_kafka() -> None:
+    nowhere = Settings().model_copy(
+        update={"kafka": KafkaSettings(bootstrap_servers="127.0.0.1:9")}
+    )
+    with pytest.raises(UnknownDependency, match="known dependencies: neo4j, postgres"):
+        force(nowhere, "mongodb", F_OPEN, by="alice", reason="")

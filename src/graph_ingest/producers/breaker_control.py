@@ -38,9 +38,8 @@ def force(
     """Set ``dependency``'s breaker to ``mode`` for every worker; the record as published.
     Raises :class:`UnknownDependency` (naming the known ones) before anything is sent."""
     if dependency not in KNOWN_DEPENDENCIES:
-        raise UnknownDependency(
-            f"no breaker for {dependency!r}; the known dependencies: {', '.join(KNOWN_DEPENDENCIES)}"
-        )
+        known = ", ".join(KNOWN_DEPENDENCIES)
+        raise UnknownDependency(f"no breaker for {dependency!r}; the known dependencies: {known}")
     control = BreakerControl(dependency=dependency, mode=mode, by=by, reason=reason, at=clock())
     create_topics(settings, [control_topic_spec(settings.topics)])
     with KafkaProducer(settings.kafka) as producer:

@@ -6,8 +6,9 @@ stays in its group): with backoff, or, once a dependency's circuit breaker is op
 (``consumers.breakers``), as soon as a probe of that dependency answers. After each wait,
 messages of partitions revoked meanwhile leave the batch: their next owner applies them, and this
 worker must not. A breaker an operator forced open (``consumers.breakers``, the word read once
-per round) holds the loop in the same paused wait before it takes or applies anything. SIGTERM (a set ``stop`` event) finishes the batch in hand, commits, and leaves
-the group. The loop fires its lifecycle hooks (``consumers.hooks``) per poll and per batch.
+per round) holds the loop in the same paused wait before it takes or applies anything. SIGTERM
+(a set ``stop`` event) finishes the batch in hand, commits, and leaves the group. The loop fires
+its lifecycle hooks (``consumers.hooks``) per poll and per batch.
 """
 
 from __future__ import annotations
