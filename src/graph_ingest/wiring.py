@@ -18,6 +18,7 @@ from graph_ingest.consumers.planner.worker import PlannerWorker
 from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
+from graph_ingest.kafka.control import ControlFollower
 from graph_ingest.kafka.degradation import DegradationPublisher
 from graph_ingest.planning.extractor import Extractor
 from graph_ingest.planning.graph_schema import GraphSchema, load_graph_schema
@@ -75,13 +76,15 @@ def run_applier(
 
     ``relay``: also run an outbox relay in this process, so that one process is a complete
     pipeline (retry copies, DLQ envelopes and the operation log all leave through the outbox).
-    Relays of one schema elect one active among them; the others stand by."""
+    Relays of one schema elect one active among them; the others stand by. Every loop obeys the
+    operators' forced breakers, followed from the control topic (read whole before they start)."""
     store = store or postgres_store(settings)
     graph = graph or Neo4jGraphWriter(settings.neo4j)
     with (
         started(store, graph),
         _relay_beside(settings, stop, enabled=relay),
         DegradationPublisher(settings) as degradation,
+        ControlFollower(settings) as control,
     ):
         applier = build_applier(settings, store, graph)
         applying = threading.Lock()  # one applier, one store and one writer for both loops
@@ -93,6 +96,7 @@ def run_applier(
                 applying=applying,
                 report_degradation=degradation.publish,
                 hooks=Hooks(loop_settings.applier.worker_id, *subscribers),
+                controls=control.controls,
             )
             for loop_settings, topics in _loops(settings)
         ]

@@ -110,6 +110,7 @@ def isolated_settings(
                     "plans": f"t.{tag}.plans",
                     "operations": f"t.{tag}.operations",
                     "degradation": f"t.{tag}.degradation",
+                    "control": f"t.{tag}.control",
                     "request_partitions": plan_partitions,
                     "plan_partitions": plan_partitions,
                     "operation_partitions": 3,

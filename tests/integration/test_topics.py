@@ -39,6 +39,7 @@ def settings(stack_settings: Settings) -> Iterator[Settings]:
             "plans": f"t.{tag}.plans",
             "operations": f"t.{tag}.operations",
             "degradation": f"t.{tag}.degradation",
+            "control": f"t.{tag}.control",
             "request_partitions": 2,
             "plan_partitions": 3,
             "operation_partitions": 2,
@@ -65,12 +66,13 @@ def test_ensure_topics_is_idempotent(settings: Settings) -> None:
         f"{settings.topics.plans}.retry.30s",
         f"{settings.topics.plans}.dlq",
         settings.topics.degradation,
+        settings.topics.control,
     ]
     assert [(r.name, r.created) for r in first] == [(name, True) for name in names]
     assert [(r.name, r.created, r.warnings) for r in second] == [
         (name, False, ()) for name in names
     ]
-    assert [r.partitions for r in second] == [2, 3, 2, 3, 3, 3, 3, 2]
+    assert [r.partitions for r in second] == [2, 3, 2, 3, 3, 3, 3, 2, 1]
     assert all(r.replication_factor == settings.topics.replication_factor for r in second)
 
 

@@ -702,7 +702,7 @@ def test_valid_avro_with_an_inconsistent_plan_fails_validation() -> None:
         ),
         (
             DEGRADATION_EVENT,
-            lambda: codec._degradation_event_record(degradation_event()),
+            lambda: codec._timestamped_record(degradation_event()),
             "level",
             "L9",
             decode_degradation_event,

@@ -23,6 +23,7 @@ def cli(verbose: int) -> None:
 def _register() -> None:
     from graph_ingest.cli.admin import db, topics
     from graph_ingest.cli.audit import audit
+    from graph_ingest.cli.breaker import breaker
     from graph_ingest.cli.check import check
     from graph_ingest.cli.demo import demo
     from graph_ingest.cli.dlq import dlq
@@ -53,6 +54,7 @@ def _register() -> None:
         reconcile,
         dlq,
         audit,
+        breaker,
         demo,
         check,
     ):

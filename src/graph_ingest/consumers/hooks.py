@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from graph_ingest.domain.breaker_control import BreakerControl
+
 Partition = tuple[str, int]
 Position = tuple[str, int, int]
 
@@ -64,6 +66,16 @@ class BreakerChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class BreakerForced:
+    """An operator's word on ``dependency``'s breaker (``control``; None: never forced) as the
+    loop now obeys it; fired for every breaker when the loop first reads the word."""
+
+    worker: str
+    dependency: str
+    control: BreakerControl | None
+
+
+@dataclass(frozen=True, slots=True)
 class Rebalanced:
     """The group gave the worker ``assigned`` partitions, or took ``revoked`` ones away."""
 
@@ -97,6 +109,9 @@ class LoopSubscriber:
 
     def breaker_changed(self, event: BreakerChanged) -> None:
         """A dependency's circuit breaker changed state."""
+
+    def breaker_forced(self, event: BreakerForced) -> None:
+        """An operator forced a breaker, or released it."""
 
     def rebalanced(self, event: Rebalanced) -> None:
         """Partitions were assigned or revoked."""
@@ -149,6 +164,12 @@ class Hooks:
             for subscriber in self.subscribers:
                 subscriber.breaker_changed(event)
 
+    def breaker_forced(self, dependency: str, control: BreakerControl | None) -> None:
+        if self.subscribers:
+            event = BreakerForced(self.worker, dependency, control)
+            for subscriber in self.subscribers:
+                subscriber.breaker_forced(event)
+
     def rebalanced(
         self,
         *,
@@ -170,6 +191,7 @@ class Hooks:
 __all__ = [
     "BatchHandled",
     "BreakerChanged",
+    "BreakerForced",
     "Committed",
     "Consumed",
     "Hooks",

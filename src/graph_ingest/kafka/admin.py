@@ -66,8 +66,9 @@ def topic_specs(topics: TopicSettings) -> list[TopicSpec]:
     space/documentId, refusing messages past ``max_message_bytes``), the compacted
     operation log (key = operationId), the retry tiers and the dead-letter queue (keyed like the
     plans, with as many partitions, so a document's copies stay on one partition; the DLQ keeps
-    its messages until they are purged on purpose), and the workers' degradation events (key =
-    worker id, the broker's default retention)."""
+    its messages until they are purged on purpose), the workers' degradation events (key =
+    worker id, the broker's default retention), and the compacted breaker controls (key =
+    dependency; one partition: a handful of keys that every worker reads whole)."""
     keyed_like_plans = [
         *(name for name, _ in topics.retry_tiers),
         topics.dlq,
@@ -109,7 +110,20 @@ def topic_specs(topics: TopicSettings) -> list[TopicSpec]:
             partitions=topics.degradation_partitions,
             replication_factor=topics.replication_factor,
         ),
+        control_topic_spec(topics),
     ]
+
+
+def control_topic_spec(topics: TopicSettings) -> TopicSpec:
+    """The breaker controls' topic: compacted (the latest word per dependency is all a worker
+    needs), one partition."""
+    return TopicSpec(
+        name=topics.control,
+        partitions=1,
+        replication_factor=topics.replication_factor,
+        config={"cleanup.policy": "compact"},
+        required=frozenset({"cleanup.policy"}),
+    )
 
 
 def pipeline_topics(topics: TopicSettings) -> list[str]:

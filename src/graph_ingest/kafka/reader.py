@@ -52,9 +52,9 @@ def read_to_end(
     (partitions one after another). Raises KafkaIngestError: NOT_FOUND for a topic that does not
     exist, DEADLINE_EXCEEDED when the end is not reached within ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    consumer = _open_reader(settings, topic)
+    consumer = open_reader(settings, topic)
     try:
-        partitions = _partitions(consumer, topic, timeout_s)
+        partitions = partitions_of(consumer, topic, timeout_s)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         received: dict[int, list[TopicRecord]] = {p: [] for p in partitions}
         at_end: set[int] = set()
@@ -92,7 +92,7 @@ def read_at(
     (DEADLINE_EXCEEDED when neither the message nor the partition's end came within
     ``timeout_s``)."""
     deadline = time.monotonic() + timeout_s
-    consumer = _open_reader(settings, topic)
+    consumer = open_reader(settings, topic)
     where = f"{topic}[{partition}]@{offset}"
     try:
         consumer.assign([TopicPartition(topic, partition, offset)])
@@ -118,7 +118,7 @@ def read_at(
     )
 
 
-def _open_reader(settings: KafkaSettings, topic: str) -> Consumer:
+def open_reader(settings: KafkaSettings, topic: str) -> Consumer:
     """A consumer in a group of its own that reports each partition's end."""
     config = settings.consumer_config(
         f"{settings.client_id}.reader.{uuid.uuid4().hex}", **{"enable.partition.eof": True}
@@ -126,7 +126,7 @@ def _open_reader(settings: KafkaSettings, topic: str) -> Consumer:
     return open_consumer(config, context=f"creating a reader of {topic}")
 
 
-def _partitions(consumer: Consumer, topic: str, timeout_s: float) -> list[int]:
+def partitions_of(consumer: Consumer, topic: str, timeout_s: float) -> list[int]:
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s)
     except KafkaException as exc:
@@ -147,4 +147,4 @@ def _record(message: Message) -> TopicRecord:
     )
 
 
-__all__ = ["TopicRecord", "read_at", "read_to_end"]
+__all__ = ["TopicRecord", "open_reader", "partitions_of", "read_at", "read_to_end"]

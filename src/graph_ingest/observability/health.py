@@ -1,12 +1,15 @@
 """What a worker's loops say about its health: a :class:`~graph_ingest.consumers.hooks.LoopSubscriber`
-that keeps, per loop, the last heartbeat, the partitions assigned and each dependency's breaker.
+that keeps, per loop, the last heartbeat, the partitions assigned and each dependency's breaker
+with the operators' word on it (forced open or closed, by whom, why, when).
 
 Every event a loop fires is a heartbeat (``polled`` fires on every poll round, idle or paused
 behind an open breaker, so an idle worker still beats); a loop counts as started from its first
 event, which comes after it has joined and polled. The loops write on their own threads and the
 health server reads on its threads, so the state sits behind one lock, held only to copy it;
 :meth:`HealthSubscriber.snapshot` returns an immutable copy for the pure probes
-(``observability.probes``).
+(``observability.probes``). A loop announces its breakers (``breaker_forced``) before its first
+poll; that is no heartbeat (the loop has not turned yet), so it is kept aside until the loop beats,
+and every breaker shows from then on, closed until it changes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from graph_ingest.consumers.hooks import (
     BatchHandled,
     BreakerChanged,
+    BreakerForced,
     Committed,
     Consumed,
     LoopSubscriber,
@@ -27,6 +31,7 @@ from graph_ingest.consumers.hooks import (
     Rebalanced,
     Routed,
 )
+from graph_ingest.domain.breaker_control import BreakerControl
 from graph_ingest.resilience.breaker import BreakerState
 
 
@@ -38,6 +43,8 @@ class LoopHealth:
     heartbeat_age_s: float
     assigned: frozenset[Partition] = frozenset()
     breakers: Mapping[str, BreakerState] = field(default_factory=dict)
+    forced: Mapping[str, BreakerControl | None] = field(default_factory=dict)
+    """The operators' word per dependency (None: never forced)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +73,21 @@ class HealthSubscriber(LoopSubscriber):
         self._started_at = clock()
         self._lock = threading.Lock()
         self._loops: dict[str, _Loop] = {}
+        self._forced: dict[str, dict[str, BreakerControl | None]] = {}
 
     def snapshot(self) -> HealthSnapshot:
         with self._lock:
             now = self._clock()
             loops = tuple(
                 LoopHealth(
-                    name, now - loop.heartbeat_at, frozenset(loop.assigned), dict(loop.breakers)
+                    name,
+                    now - loop.heartbeat_at,
+                    frozenset(loop.assigned),
+                    {
+                        **dict.fromkeys(forced := self._forced.get(name, {}), BreakerState.CLOSED),
+                        **loop.breakers,
+                    },
+                    dict(forced),
                 )
                 for name, loop in sorted(self._loops.items())
             )
@@ -115,6 +130,10 @@ class HealthSubscriber(LoopSubscriber):
     def breaker_changed(self, event: BreakerChanged) -> None:
         with self._lock:
             self._beat(event.worker).breakers[event.dependency] = BreakerState(event.state)
+
+    def breaker_forced(self, event: BreakerForced) -> None:
+        with self._lock:
+            self._forced.setdefault(event.worker, {})[event.dependency] = event.control
 
 
 __all__ = ["HealthSnapshot", "HealthSubscriber", "LoopHealth"]

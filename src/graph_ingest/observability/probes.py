@@ -7,7 +7,8 @@ answers (HTTP status and JSON body), so the server only serves and the rules tes
   restart would only lose the worker's place in its group.
 * ``/health/startup``: 200 once a loop has turned (joined its group and polled), else 503.
 * ``/health/ready``: ``ready`` (200); ``degraded`` (503) while a dependency's breaker is not
-  closed: the worker has paused its partitions and applies nothing until a probe answers, so
+  closed (or an operator forced it open: ``breakers`` says by whom, why and when): the worker
+  has paused its partitions and applies nothing until a probe answers (or it is freed), so
   it is not ready to do its work, and a readiness failure only takes a pod out of a Service's
   endpoints (a worker serves none) and shows ``0/1`` in ``kubectl get pods``, it never restarts
   it; ``not_ready`` (503) before startup or while the heartbeat is stale. The body says why.
@@ -17,12 +18,13 @@ answers (HTTP status and JSON body), so the server only serves and the rules tes
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 from graph_ingest.consumers.hooks import Partition
+from graph_ingest.domain.breaker_control import BreakerControl, BreakerMode
 from graph_ingest.observability.health import HealthSnapshot, LoopHealth
 from graph_ingest.resilience.breaker import BreakerState
 from graph_ingest.resilience.degradation import degradation_level
@@ -69,8 +71,7 @@ def startup(snapshot: HealthSnapshot) -> ProbeAnswer:
 
 def dependencies(snapshot: HealthSnapshot) -> dict[str, BreakerState]:
     """Each dependency's breaker, the worst state any loop holds it in (every loop of an
-    applier has breakers of its own). A dependency whose breaker never left CLOSED is not
-    listed: the loops report changes, not the initial state."""
+    applier has breakers of its own), as an operator's forcing makes it."""
     worst: dict[str, BreakerState] = {}
     for loop in snapshot.loops:
         for name, state in loop.breakers.items():
@@ -79,20 +80,54 @@ def dependencies(snapshot: HealthSnapshot) -> dict[str, BreakerState]:
     return dict(sorted(worst.items()))
 
 
+def forced(snapshot: HealthSnapshot) -> dict[str, BreakerControl]:
+    """The operators' word per dependency that the loops obey (the same for every loop of a
+    worker: they follow one control topic); a dependency never forced is absent."""
+    return {
+        name: control
+        for loop in snapshot.loops
+        for name, control in loop.forced.items()
+        if control is not None
+    }
+
+
+def breakers(snapshot: HealthSnapshot) -> dict[str, dict[str, Any]]:
+    """Each breaker: its state, its mode and, when forced, by whom, why and when."""
+    words = forced(snapshot)
+    shown: dict[str, dict[str, Any]] = {}
+    for name, state in dependencies(snapshot).items():
+        word = words.get(name)
+        shown[name] = {"state": state.value, "mode": BreakerMode.AUTOMATIC.value}
+        if word is not None:
+            shown[name].update(word.model_dump(mode="json", exclude={"dependency"}))
+    return shown
+
+
+def _paused_because(
+    not_closed: Mapping[str, BreakerState], words: Mapping[str, BreakerControl]
+) -> str:
+    """E.g. ``circuit breaker neo4j forced open by alice at …: upgrade; postgres OPEN``."""
+    parts = []
+    for name, state in not_closed.items():
+        word = words.get(name)
+        if word is not None and word.mode is BreakerMode.FORCED_OPEN:
+            parts.append(f"{name} forced open by {word.by} at {word.at.isoformat()}: {word.reason}")
+        else:
+            parts.append(f"{name} {state}")
+    return f"circuit breaker {'; '.join(parts)}: partitions paused"
+
+
 def ready(snapshot: HealthSnapshot, max_age_s: float) -> ProbeAnswer:
     age = heartbeat_age_s(snapshot)
-    breakers = dependencies(snapshot)
-    level = degradation_level(breakers, worker_healthy=age < max_age_s)
-    not_closed = {
-        name: state for name, state in breakers.items() if state is not BreakerState.CLOSED
-    }
+    states = dependencies(snapshot)
+    level = degradation_level(states, worker_healthy=age < max_age_s)
+    not_closed = {name: state for name, state in states.items() if state is not BreakerState.CLOSED}
     if not snapshot.loops:
         status, reason = "not_ready", "starting: no loop has polled yet"
     elif age >= max_age_s:
         status, reason = "not_ready", f"a loop has not turned for {age:.0f} s (stuck)"
     elif not_closed:
-        paused = ", ".join(f"{name} {state}" for name, state in not_closed.items())
-        status, reason = "degraded", f"circuit breaker {paused}: partitions paused, probing"
+        status, reason = "degraded", _paused_because(not_closed, forced(snapshot))
     else:
         status, reason = "ready", "consuming"
     return ProbeAnswer(
@@ -102,7 +137,8 @@ def ready(snapshot: HealthSnapshot, max_age_s: float) -> ProbeAnswer:
             "reason": reason,
             "worker": snapshot.worker,
             "degradation_level": level.value,
-            "dependencies": {name: state.value for name, state in breakers.items()},
+            "dependencies": {name: state.value for name, state in states.items()},
+            "breakers": breakers(snapshot),
             "assigned": _partitions(p for loop in snapshot.loops for p in loop.assigned),
             "heartbeat_age_s": round(age, 3),
             "loops": [_loop(loop) for loop in snapshot.loops],
@@ -123,4 +159,13 @@ def _partitions(partitions: Iterable[Partition]) -> list[dict[str, Any]]:
     return [{"topic": topic, "partition": partition} for topic, partition in sorted(partitions)]
 
 
-__all__ = ["ProbeAnswer", "dependencies", "heartbeat_age_s", "live", "ready", "startup"]
+__all__ = [
+    "ProbeAnswer",
+    "breakers",
+    "dependencies",
+    "forced",
+    "heartbeat_age_s",
+    "live",
+    "ready",
+    "startup",
+]

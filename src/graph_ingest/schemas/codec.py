@@ -1,6 +1,6 @@
 """Avro codec for the ingest request (``ingest.requests``), the plan event (``ingestion.plans``), the
-operation event (``ingestion.operations``), the DLQ envelope (``ingestion.plans.dlq``) and the
-degradation event (``ingestion.degradation``).
+operation event (``ingestion.operations``), the DLQ envelope (``ingestion.plans.dlq``), the
+degradation event (``ingestion.degradation``) and the breaker control (``ingestion.control``).
 
 Wire format: Avro *single-object encoding* (Avro specification, "Single-object encoding")::
 
@@ -53,6 +53,7 @@ from typing import Any, TypeVar
 from fastavro import schemaless_reader, schemaless_writer
 from pydantic import BaseModel, ValidationError
 
+from graph_ingest.domain.breaker_control import BreakerControl
 from graph_ingest.domain.degradation import DegradationEvent
 from graph_ingest.domain.dlq import DlqEnvelope
 from graph_ingest.domain.errors import GraphIngestError
@@ -62,6 +63,7 @@ from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.request import IngestRequest
 from graph_ingest.schemas.errors import DecodeError, EncodeError
 from graph_ingest.schemas.registry import (
+    BREAKER_CONTROL,
     BUNDLED,
     DEGRADATION_EVENT,
     DLQ_ENVELOPE,
@@ -77,11 +79,13 @@ __all__ = [
     "MARKER",
     "DecodeError",
     "EncodeError",
+    "decode_breaker_control",
     "decode_degradation_event",
     "decode_dlq_envelope",
     "decode_ingest_request",
     "decode_operation",
     "decode_plan",
+    "encode_breaker_control",
     "encode_degradation_event",
     "encode_dlq_envelope",
     "encode_ingest_request",
@@ -138,13 +142,21 @@ def decode_dlq_envelope(data: bytes, *, catalogue: SchemaCatalogue = BUNDLED) ->
 
 
 def encode_degradation_event(event: DegradationEvent) -> bytes:
-    return write_single_object(BUNDLED.current(DEGRADATION_EVENT), _degradation_event_record(event))
+    return write_single_object(BUNDLED.current(DEGRADATION_EVENT), _timestamped_record(event))
 
 
 def decode_degradation_event(
     data: bytes, *, catalogue: SchemaCatalogue = BUNDLED
 ) -> DegradationEvent:
     return _validate(DegradationEvent, read_single_object(data, DEGRADATION_EVENT, catalogue), data)
+
+
+def encode_breaker_control(control: BreakerControl) -> bytes:
+    return write_single_object(BUNDLED.current(BREAKER_CONTROL), _timestamped_record(control))
+
+
+def decode_breaker_control(data: bytes, *, catalogue: SchemaCatalogue = BUNDLED) -> BreakerControl:
+    return _validate(BreakerControl, read_single_object(data, BREAKER_CONTROL, catalogue), data)
 
 
 # --- single-object framing ----------------------------------------------------------------------
@@ -278,7 +290,8 @@ def _dlq_envelope_record(envelope: DlqEnvelope) -> dict[str, Any]:
     return record
 
 
-def _degradation_event_record(event: DegradationEvent) -> dict[str, Any]:
+def _timestamped_record(event: DegradationEvent | BreakerControl) -> dict[str, Any]:
+    """A flat record whose one datetime is ``at``."""
     record = event.model_dump(mode="python")
     record["at"] = _micros(event.at, "at")
     return record

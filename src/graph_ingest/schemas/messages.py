@@ -4,7 +4,8 @@ builders of the kinds that need no module of their own.
 Every producer path (the outbox relay, the producers, the degradation publisher) sends an
 :class:`OutboxMessage`; a builder makes the message of one kind, so that each path builds that
 kind the same way. Here: an outbox row (an operation event, or any row the relay drains), a
-failed plan's retry-tier copy, a DLQ envelope and its DLQ-topic message, a degradation event.
+failed plan's retry-tier copy, a DLQ envelope and its DLQ-topic message, a degradation event,
+an operator's breaker control.
 Plans are built in ``schemas.plan_messages``, ingest requests (first sent or sent again) in
 ``schemas.request_messages``.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from graph_ingest.domain.breaker_control import BreakerControl
 from graph_ingest.domain.degradation import DegradationEvent
 from graph_ingest.domain.dlq import (
     AttemptRecord,
@@ -28,11 +30,12 @@ from graph_ingest.domain.dlq import (
 from graph_ingest.domain.limits import storable_text
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.schemas import headers as kafka_headers
-from graph_ingest.schemas.codec import encode_degradation_event
+from graph_ingest.schemas.codec import encode_breaker_control, encode_degradation_event
 
 log = logging.getLogger(__name__)
 
 DEGRADATION_CONTENT_TYPE = "application/vnd.graph-ingest.degradation-event+avro;v=1"
+BREAKER_CONTROL_CONTENT_TYPE = "application/vnd.graph-ingest.breaker-control+avro;v=1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,10 +198,23 @@ def degradation_message(event: DegradationEvent, topic: str) -> OutboxMessage:
     )
 
 
+def breaker_control_message(control: BreakerControl, topic: str) -> OutboxMessage:
+    """The Kafka message of a breaker control: keyed by dependency, so the compacted control
+    topic keeps the latest word on each breaker."""
+    return OutboxMessage(
+        topic=topic,
+        key=control.dependency.encode("utf-8"),
+        value=encode_breaker_control(control),
+        headers={kafka_headers.CONTENT_TYPE: BREAKER_CONTROL_CONTENT_TYPE},
+    )
+
+
 __all__ = [
+    "BREAKER_CONTROL_CONTENT_TYPE",
     "DEGRADATION_CONTENT_TYPE",
     "DlqEntryFields",
     "OutboxMessage",
+    "breaker_control_message",
     "degradation_message",
     "dlq_envelope",
     "dlq_message",

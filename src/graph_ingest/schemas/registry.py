@@ -26,6 +26,7 @@ PLAN = "plan"
 OPERATION = "operation"
 DLQ_ENVELOPE = "dlq_envelope"
 DEGRADATION_EVENT = "degradation_event"
+BREAKER_CONTROL = "breaker_control"
 INGEST_REQUEST = "ingest_request"
 
 _SCHEMA_FILE = re.compile(r"(?P<subject>[a-z][a-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.avsc")

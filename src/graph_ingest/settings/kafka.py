@@ -66,6 +66,11 @@ class TopicSettings(Section):
         default="ingestion.degradation",
         description="degradation level changes of the applier workers, keyed by worker id",
     )
+    control: str = Field(
+        default="ingestion.control",
+        description="operators' forced circuit-breaker modes, compacted, keyed by dependency; "
+        "every worker reads it whole",
+    )
     request_partitions: int = Field(default=6, ge=1)
     plan_partitions: int = Field(default=6, ge=1)
     operation_partitions: int = Field(default=6, ge=1)

@@ -39,6 +39,7 @@ def pipeline_env(settings: Settings) -> dict[str, str]:
         f"{PREFIX}TOPICS__PLANS": topics.plans,
         f"{PREFIX}TOPICS__OPERATIONS": topics.operations,
         f"{PREFIX}TOPICS__DEGRADATION": topics.degradation,
+        f"{PREFIX}TOPICS__CONTROL": topics.control,
         f"{PREFIX}TOPICS__RETRY_DELAYS_S": json.dumps(list(topics.retry_delays_s)),
         f"{PREFIX}POSTGRES__SCHEMA_NAME": settings.postgres.schema_name,
         f"{PREFIX}APPLIER__GROUP_ID": settings.applier.group_id,

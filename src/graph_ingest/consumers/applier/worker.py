@@ -5,8 +5,10 @@ owned partition is paused (``consumers.runtime.paused_wait``: the consumer keeps
 stays in its group): with backoff, or, once a dependency's circuit breaker is open
 (``consumers.breakers``), as soon as a probe of that dependency answers. After each wait,
 messages of partitions revoked meanwhile leave the batch: their next owner applies them, and this
-worker must not. SIGTERM (a set ``stop`` event) finishes the batch in hand, commits, and leaves
-the group. The loop fires its lifecycle hooks (``consumers.hooks``) per poll and per batch.
+worker must not. A breaker an operator forced open (``consumers.breakers``, the word read once
+per round) holds the loop in the same paused wait before it takes or applies anything. SIGTERM
+(a set ``stop`` event) finishes the batch in hand, commits, and leaves the group. The loop fires
+its lifecycle hooks (``consumers.hooks``) per poll and per batch.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from graph_ingest.consumers.applier.apply import Outcome, PlanApplier, Position
 from graph_ingest.consumers.applier.claims import resolve_claims
 from graph_ingest.consumers.applier.routing import Ladder
 from graph_ingest.consumers.batching import select_batch
-from graph_ingest.consumers.breakers import Breakers
+from graph_ingest.consumers.breakers import Breakers, Controls, nothing_forced
 from graph_ingest.consumers.decode_ahead import DecodeAhead
 from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.offsets import OffsetCommitter
@@ -57,9 +59,11 @@ class ApplierWorker:
         applying: AbstractContextManager[object] | None = None,
         report_degradation: Callable[[DegradationEvent], object] = lambda event: None,
         hooks: Hooks | None = None,
+        controls: Controls = nothing_forced,
     ) -> None:
         """``topics``: the plans topic by default. ``applying``: held around every apply (a lock
-        when loops share one applier). ``hooks``: whoever watches the loop (none by default)."""
+        when loops share one applier). ``hooks``: whoever watches the loop (none by default).
+        ``controls``: the operators' forced breaker modes (none forced by default)."""
         self._settings = settings
         self._applier = applier
         self._applying = applying or nullcontext()
@@ -84,6 +88,7 @@ class ApplierWorker:
             failure_threshold=settings.applier.breaker_failure_threshold,
             probe_interval_s=settings.applier.breaker_probe_interval_s,
             hooks=self._hooks,
+            controls=controls,
         )
         self._degradation = DegradationMonitor(
             settings.applier.worker_id, stable_s=settings.applier.degradation_stable_s
@@ -98,7 +103,9 @@ class ApplierWorker:
         log.info("applier consuming as group %s", settings.group_id)
         try:
             while not stop.is_set():
-                self._observe_degradation()
+                self._watch()
+                if not self._hold_while_forced_open(stop):
+                    break
                 self._consume(settings.poll_timeout_s, settings.batch_linger_s)
                 if not self._pending:
                     continue
@@ -183,6 +190,11 @@ class ApplierWorker:
         towards_split = 0
         started = time.monotonic()
         while True:
+            if self._breakers.forced_open() is not None:
+                if not self._hold_while_forced_open(stop):
+                    return None
+                if not (batch := self._owned(batch)):
+                    return {}
             try:
                 with self._applying:
                     outcomes = self._applier.apply(
@@ -195,15 +207,47 @@ class ApplierWorker:
                 towards_split = towards_split + 1 if counts_towards_split(code) else 0
                 if not self._wait_to_retry(batch, exc, backoff, stop):
                     return None
-                batch = [m for m in batch if self._consumer.owns(m)]
-                if not batch:
-                    log.info("every partition of the batch was revoked during the wait")
+                if not (batch := self._owned(batch)):
                     return {}
                 continue
             self._breakers.close_all()
             self._offsets.tracker.done(batch)
             self._report(outcomes, time.monotonic() - started, backoff.failures + 1)
             return outcomes
+
+    def _owned(self, batch: list[PlanMessage]) -> list[PlanMessage]:
+        """The messages of ``batch`` whose partitions this loop still owns after a wait."""
+        owned = [m for m in batch if self._consumer.owns(m)]
+        if not owned:
+            log.info("every partition of the batch was revoked during the wait")
+        return owned
+
+    def _hold_while_forced_open(self, stop: threading.Event) -> bool:
+        """Wait, every partition paused, while an operator holds a dependency's breaker open
+        (nothing taken, nothing applied, nothing routed); False if ``stop`` was set first."""
+        control = self._breakers.forced_open()
+        if control is None:
+            return True
+        log.warning(
+            "circuit breaker for %s forced open by %s at %s (%s): partitions paused until it is "
+            "closed or released",
+            control.dependency,
+            control.by,
+            control.at.isoformat(),
+            control.reason,
+        )
+        held = paused_wait(
+            self._consumer,
+            stop,
+            poll=functools.partial(self._consume, linger_s=0.0),
+            watch=self._watch,
+            until=lambda: self._breakers.forced_open() is None,
+        )
+        if held:
+            log.warning(
+                "circuit breaker for %s no longer forced open: consuming", control.dependency
+            )
+        return held
 
     def _wait_to_retry(
         self, batch: list[PlanMessage], exc: Exception, backoff: Backoff, stop: threading.Event
@@ -233,13 +277,9 @@ class ApplierWorker:
         )
         poll = functools.partial(self._consume, linger_s=0.0)
         if open_breaker is None:
-            return paused_wait(
-                self._consumer, stop, poll=poll, watch=self._observe_degradation, timeout_s=delay
-            )
+            return paused_wait(self._consumer, stop, poll=poll, watch=self._watch, timeout_s=delay)
         answers = functools.partial(self._breakers.answers, open_breaker, self._probe)
-        return paused_wait(
-            self._consumer, stop, poll=poll, watch=self._observe_degradation, until=answers
-        )
+        return paused_wait(self._consumer, stop, poll=poll, watch=self._watch, until=answers)
 
     def _probe(self, dependency: str) -> None:
         with self._applying:
@@ -252,6 +292,11 @@ class ApplierWorker:
         if self._hooks.subscribers:
             self._hooks.batch_handled(outcomes, duration_s, attempts)
             self._hooks.routed({p: o for p, o in outcomes.items() if o in _ROUTED})
+
+    def _watch(self) -> None:
+        """Every round: the operators' latest word on the breakers, then the degradation level."""
+        self._breakers.sync()
+        self._observe_degradation()
 
     def _observe_degradation(self, *, healthy: bool = True) -> None:
         """Report a change of this worker's degradation level (``resilience.degradation``)."""
