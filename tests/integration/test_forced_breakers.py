@@ -142,6 +142,19 @@ def test_forcing_neo4j_open_then_closed_then_released_reaches_every_applier(
     status = {view["dependency"]: view for view in breaker(pipeline, "status")}
     assert (status["neo4j"]["mode"], status["neo4j"]["by"]) == ("AUTOMATIC", "carol")
     assert status["postgres"] == {"dependency": "postgres", "mode": "AUTOMATIC", "forced": False}
+    # And the audit log names each change, who made it and why
+    audited = CliRunner().invoke(cli, ["audit", "--json"], env=pipeline.env())
+    assert audited.exit_code == 0, audited.output
+    changes = [
+        (entry["action"], entry["by"], entry["target"], entry["reason"])
+        for entry in json.loads(audited.output)["entries"]
+        if entry["action"].startswith("breaker.")
+    ]
+    assert changes == [
+        ("breaker.force-open", "alice", ["neo4j"], "index rebuild"),
+        ("breaker.force-close", "bob", ["neo4j"], "rebuild done"),
+        ("breaker.release", "carol", ["neo4j"], None),
+    ]
 
 
 def test_an_applier_started_after_a_force_open_starts_paused(

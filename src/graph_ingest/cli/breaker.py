@@ -75,9 +75,12 @@ def _forcing(mode: BreakerMode, name: str, summary: str) -> Callable[..., None]:
     @_JSON
     @reports_errors
     def command(dependency: str, reason: str, by: str, as_json: bool) -> None:
-        from graph_ingest.producers.breaker_control import force
+        from graph_ingest.cli.dlq_common import audit_log
+        from graph_ingest.dlq.breaker_admin import force_breaker
 
-        control = force(load_settings(), dependency, mode, by=by, reason=reason)
+        settings = load_settings()
+        with audit_log(settings) as audit:
+            control = force_breaker(settings, audit, dependency, mode, by=by, reason=reason)
         _show([_view(dependency, control)], as_json)
 
     return command
