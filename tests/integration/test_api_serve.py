@@ -1,12 +1,15 @@
 """`graph-ingest serve` as a process: it opens its services, answers its health endpoints (ready
-says PostgreSQL and Kafka answer and how far the projection is behind), and stops on SIGTERM."""
+says PostgreSQL and Kafka answer and how far the projection is behind), serves its OpenAPI
+document and docs, and stops on SIGTERM."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,8 @@ from tests.tcp_proxy import free_port
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parents[2]
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""Asks the server itself, whatever proxy the environment names."""
 
 
 def test_serve_answers_its_health_endpoints(pipeline: Pipeline, tmp_path: Path) -> None:
@@ -54,6 +59,10 @@ def test_serve_answers_its_health_endpoints(pipeline: Pipeline, tmp_path: Path) 
         assert (ready.status, ready.body["status"]) == (200, "ready"), ready.body
         assert ready.body["dependencies"] == {"postgres": "up", "kafka": "up"}
         assert ready.body["projections"][0]["state"] == "idle"
+        with DIRECT.open(f"{url}/openapi.json", timeout=30) as answer:
+            assert "/api/v1/dlq/messages/{dlq_id}/replay" in json.load(answer)["paths"]
+        with DIRECT.open(f"{url}/docs", timeout=30) as answer:
+            assert b"swagger-ui" in answer.read()
     finally:
         stop_gracefully([process])
     # uvicorn shuts down gracefully, then ends by the signal it caught (not killed: -SIGKILL)
