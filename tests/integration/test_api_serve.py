@@ -1,6 +1,7 @@
 """`graph-ingest serve` as a process: it opens its services, answers its health endpoints (ready
 says PostgreSQL and Kafka answer and how far the projection is behind), serves its OpenAPI
-document and docs, and stops on SIGTERM."""
+document and docs, and stops on SIGTERM; started while PostgreSQL is out of reach, the API stays
+up, not ready, and opens its services once PostgreSQL answers."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ import pytest
 from graph_ingest.observability.check import HealthUnreachable, ask
 from graph_ingest.observability.probes import ProbeAnswer
 from graph_ingest.waiting import wait_until
+from tests.integration.api_helpers import api_client, api_settings
 from tests.integration.pipeline import Pipeline
 from tests.processes import stop_gracefully
-from tests.tcp_proxy import free_port
+from tests.tcp_proxy import TcpProxy, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -67,3 +69,36 @@ def test_serve_answers_its_health_endpoints(pipeline: Pipeline, tmp_path: Path) 
         stop_gracefully([process])
     # uvicorn shuts down gracefully, then ends by the signal it caught (not killed: -SIGKILL)
     assert process.returncode in (0, -signal.SIGTERM), log.read_text()
+
+
+def test_the_api_starts_through_a_postgresql_outage_and_opens_once_it_answers(
+    pipeline: Pipeline,
+) -> None:
+    # Given PostgreSQL out of reach (a proxy to it that refuses connections)
+    proxy = TcpProxy(("127.0.0.1", pipeline.settings.postgres.port))
+    proxy.start()
+    proxy.cut()
+    settings = api_settings(pipeline)
+    postgres = settings.postgres.model_copy(update={"port": proxy.port, "connect_timeout_s": 1})
+    try:
+        with api_client(settings.model_copy(update={"postgres": postgres})) as client:
+            # Then the API is up: live, not started nor ready (saying why), each route a 503
+            assert client.get("/health/live").status_code == 200
+            startup = client.get("/health/startup")
+            assert startup.status_code == 503
+            assert "UNAVAILABLE" in startup.json()["reason"]
+            assert client.get("/health/ready").json()["status"] == "not_ready"
+            stats = client.get("/api/v1/dlq/stats")
+            assert (stats.status_code, stats.json()["error"]["code"]) == (503, "UNAVAILABLE")
+
+            # When PostgreSQL answers again, then the API opens its services by itself
+            proxy.start()
+            wait_until(
+                lambda: client.get("/health/startup").status_code == 200,
+                timeout_s=90,
+                interval_s=0.5,
+                what="the API to open its services",
+            )
+            assert client.get("/api/v1/dlq/stats").json()["total"] == 0
+    finally:
+        proxy.cut()

@@ -3,7 +3,8 @@ workers' shape (``observability.probes.ProbeAnswer``), so ``graph-ingest check -
 
 * live: 200 whenever the event loop answers; never a dependency check (a database outage must
   not restart the API, which is the operator's window onto it).
-* startup: 200 once the lifespan has opened the services (uvicorn serves nothing before that).
+* startup: 200 once the lifespan has opened the services; 503 with the reason while it tries
+  again (PostgreSQL out of reach when the API started).
 * ready, decided by :func:`readiness` (pure):
 
   ================================================  ===========  ======
@@ -23,12 +24,12 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from http import HTTPStatus
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from graph_ingest.api.services import ApiServices, services_of
+from graph_ingest.api.services import ApiServices
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.observability.probes import ProbeAnswer
 from graph_ingest.projections.lag import LagState, ProjectionLag
@@ -89,15 +90,21 @@ async def live() -> JSONResponse:
 
 @router.get("/startup")
 async def startup(request: Request) -> JSONResponse:
-    started = getattr(request.app.state, "services", None) is not None
-    status = HTTPStatus.OK if started else HTTPStatus.SERVICE_UNAVAILABLE
-    return _answer(
-        ProbeAnswer(status, {"status": "started" if started else "starting", "worker": "api"})
-    )
+    state = request.app.state
+    if state.services is not None:
+        return _answer(ProbeAnswer(HTTPStatus.OK, {"status": "started", "worker": "api"}))
+    reason = state.not_started or "opening its services"
+    body = {"status": "starting", "reason": reason, "worker": "api"}
+    return _answer(ProbeAnswer(HTTPStatus.SERVICE_UNAVAILABLE, body))
 
 
 @router.get("/ready")
-def ready(services: Annotated[ApiServices, Depends(services_of)]) -> JSONResponse:
+def ready(request: Request) -> JSONResponse:
+    services: ApiServices | None = request.app.state.services
+    if services is None:
+        reason = f"not started: {request.app.state.not_started or 'opening its services'}"
+        body = {"status": "not_ready", "reason": reason, "dependencies": {}, "projections": []}
+        return _answer(ProbeAnswer(HTTPStatus.SERVICE_UNAVAILABLE, body))
     return _answer(readiness(*_check(services)))
 
 
