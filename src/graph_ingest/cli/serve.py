@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import click
 
 from graph_ingest.cli.config import load_settings
@@ -39,4 +41,6 @@ def serve(host: str | None, port: int | None) -> None:
         }
     )
     app = create_app(settings.model_copy(update={"api": api}), postgres_store)
-    uvicorn.run(app, host=api.host, port=api.port, log_config=None, access_log=False)
+    # Logging is the CLI's (-v); a line per request only from -v on.
+    access_log = logging.getLogger().isEnabledFor(logging.INFO)
+    uvicorn.run(app, host=api.host, port=api.port, log_config=None, access_log=access_log)
