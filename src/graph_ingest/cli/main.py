@@ -33,6 +33,7 @@ def _register() -> None:
     from graph_ingest.cli.projections import projections
     from graph_ingest.cli.reconcile import reconcile
     from graph_ingest.cli.recovery import recover, resume
+    from graph_ingest.cli.serve import serve
     from graph_ingest.cli.stack import stack
     from graph_ingest.cli.submit import retract, submit
     from graph_ingest.cli.worker import worker
@@ -57,6 +58,7 @@ def _register() -> None:
         breaker,
         demo,
         check,
+        serve,
     ):
         cli.add_command(command)
 
