@@ -51,7 +51,7 @@ def open_services(settings: Settings, new_store: StoreFactory) -> Iterator[ApiSe
             settings=settings,
             store=store,
             tables=tables,
-            queries=OperationQueries(tables),
+            queries=OperationQueries(tables, committed=store),
             replayer=DlqReplayer(store, producer, settings),
         )
 

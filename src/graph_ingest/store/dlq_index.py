@@ -52,7 +52,6 @@ class DlqQuery:
     document_id: str | None = None
     older_than_s: float | None = None
     """Only entries dead-lettered at least this long ago (by the database's clock)."""
-    error_class: str | None = None
     dead_lettered_from: datetime | None = None
     """Only entries dead-lettered at or after this time (a redrive's time range)."""
     dead_lettered_to: datetime | None = None

@@ -68,7 +68,6 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(document_id)s::text IS NULL OR document_id = %(document_id)s::text)
   AND (%(older_than_s)s::float8 IS NULL
        OR dead_lettered_at <= now() - make_interval(secs => %(older_than_s)s::float8))
-  AND (%(error_class)s::text IS NULL OR error_class = %(error_class)s::text)
   AND (%(from_at)s::timestamptz IS NULL OR dead_lettered_at >= %(from_at)s::timestamptz)
   AND (%(to_at)s::timestamptz IS NULL OR dead_lettered_at < %(to_at)s::timestamptz)
   AND (%(dlq_ids)s::text[] IS NULL OR dlq_id = ANY(%(dlq_ids)s::text[]))
@@ -187,7 +186,6 @@ def dlq_query_params(query: DlqQuery) -> dict[str, Any]:
         "space": query.space,
         "document_id": query.document_id,
         "older_than_s": None if query.older_than_s is None else float(query.older_than_s),
-        "error_class": query.error_class,
         "from_at": query.dead_lettered_from,
         "to_at": query.dead_lettered_to,
         "dlq_ids": None if query.dlq_ids is None else list(query.dlq_ids),
