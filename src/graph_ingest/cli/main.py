@@ -25,6 +25,7 @@ def _register() -> None:
     from graph_ingest.cli.check import check
     from graph_ingest.cli.demo import demo
     from graph_ingest.cli.dlq import dlq
+    from graph_ingest.cli.errors_report import errors
     from graph_ingest.cli.operations import publish_plan, status
     from graph_ingest.cli.projections import projections
     from graph_ingest.cli.reconcile import reconcile
@@ -47,6 +48,7 @@ def _register() -> None:
         recover,
         reconcile,
         dlq,
+        errors,
         demo,
         check,
     ):
