@@ -146,7 +146,9 @@ class FollowerRouter:
             )
             dead_letter(uow, self._ladder.dlq_topic, dlq_id, envelope)
             saved.append(
-                record_failure(op, Stage.DEAD_LETTERED, attempt, envelope.total_attempts, dlq_id)
+                record_failure(
+                    op, Stage.DEAD_LETTERED, attempt, envelope.total_attempts, dlq_id
+                ).model_copy(update={"parked_behind": leader.operation_id})  # as its entry says
             )
             log.error(
                 "operation %s follows %s to the DLQ as %s",
