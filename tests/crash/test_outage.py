@@ -51,9 +51,14 @@ def test_an_outage_pauses_behind_the_breaker_routes_nothing_and_every_plan_compl
         local_stack.start_service(service)
     publisher.join(timeout=120)
     # Then every plan completes exactly once, none with an error recorded, the graph is exact
+    held = []
     for plan in plans:
         done = pipeline.wait_stage(plan.operation_id, Stage.COMPLETED, timeout_s=180)
         assert done.attempts == 0, done
+        held.extend(done.waits)
+    # and the plans held through it record the wait: the outage leaves its trace
+    assert held and {wait.dependency for wait in held} == {service}
+    assert all(wait.started_at < wait.ended_at for wait in held)
     assert pipeline.graph_elements() == planned_elements(*plans)
     # and nothing went to a tier or the DLQ because of the outage
     assert pipeline.sql("SELECT count(*) FROM failure_attempts") == [(0,)]

@@ -19,7 +19,7 @@ from graph_ingest.domain.dlq import MAX_ATTEMPT_HISTORY, DlqEnvelope, DlqStatus,
 from graph_ingest.domain.errors import ConfigurationError, GraphIngestError
 from graph_ingest.domain.limits import MAX_ERROR_MESSAGE_LENGTH
 from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert
-from graph_ingest.domain.operation import ErrorInfo, Operation
+from graph_ingest.domain.operation import ErrorInfo, Operation, OutageWait
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan, PlanKind, Provenance
 from graph_ingest.domain.request import IngestRequest
 from graph_ingest.domain.stages import Stage
@@ -364,6 +364,65 @@ def test_fresh_operation_round_trips_with_empty_optionals() -> None:
     assert decoded.dlq_id is None
 
 
+def v2_operation() -> Operation:
+    """An operation with every field operation.v2 added."""
+    error = ErrorInfo(
+        code=StatusCode.UNAVAILABLE,
+        error_class="ServiceUnavailable",
+        message="down",
+        error_id="e" * 32,
+        trace_id="7" * 32,
+    )
+    return failed_operation().model_copy(
+        update={
+            "last_error": error,
+            "plan_kind": PlanKind.RETRACTION,
+            "submission_id": "sub-1",
+            "retry_tier": 1,
+            "parked_behind": "op_leader",
+            "waits": (
+                OutageWait(
+                    dependency="neo4j",
+                    started_at=AT + timedelta(seconds=1),
+                    ended_at=AT + timedelta(minutes=6),
+                ),
+            ),
+        }
+    )
+
+
+def test_operation_round_trips_every_v2_field() -> None:
+    op = v2_operation()
+
+    decoded = decode_operation(encode_operation(op))
+
+    assert decoded == op
+    assert decoded.waits[0].ended_at - decoded.waits[0].started_at == timedelta(
+        minutes=5, seconds=59
+    )
+
+
+def test_an_operation_written_with_operation_v1_decodes_with_the_v2_defaults() -> None:
+    # Given an operation.v1 writer (a relay deployed before v2) and an event with an error
+    v1 = schema_version(OPERATION, 1, _raw_schema(OPERATION, 1))
+    assert BUNDLED.lookup(v1.fingerprint) is not None
+    assert BUNDLED.current(OPERATION).version == 2
+    op = failed_operation()
+    record = codec._operation_record(op)
+    for name in ("plan_kind", "submission_id", "retry_tier", "parked_behind", "waits"):
+        del record[name]
+    for name in ("error_id", "trace_id"):
+        del record["last_error"][name]
+
+    # When the current reader decodes it
+    decoded = decode_operation(write_single_object(v1, record))
+
+    # Then it is the same operation, the v2 fields at their defaults
+    assert decoded == op
+    assert decoded.plan_kind is None and decoded.waits == ()
+    assert decoded.last_error is not None and decoded.last_error.error_id is None
+
+
 # --- the DLQ envelope -----------------------------------------------------------------------------
 
 
@@ -590,7 +649,7 @@ def test_unknown_fingerprint() -> None:
 
 
 def test_operation_bytes_are_not_a_plan() -> None:
-    _assert_decode_error(encode_operation(failed_operation()), "written with operation.v1")
+    _assert_decode_error(encode_operation(failed_operation()), "written with operation.v2")
 
 
 def test_every_truncation_of_the_body_is_a_decode_error() -> None:

@@ -72,11 +72,15 @@ def test_building_without_create_refuses_an_unbounded_or_unstorable_message() ->
             ErrorDetail.model_validate({**fields, "message": message})
 
 
-def test_the_operation_keeps_the_summary_it_always_had() -> None:
+def test_the_operation_keeps_the_summary_and_the_ids_that_find_the_failure() -> None:
     made = detail()
 
     assert made.error_info() == ErrorInfo(
-        code=StatusCode.ABORTED, error_class="DeadlockDetected", message="deadlock detected"
+        code=StatusCode.ABORTED,
+        error_class="DeadlockDetected",
+        message="deadlock detected",
+        error_id=made.error_id,
+        trace_id=made.trace_id,
     )
 
 

@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from graph_ingest.domain.candidates import ExtractionIssue
-from graph_ingest.domain.operation import ErrorInfo, Operation
+from graph_ingest.domain.operation import ErrorInfo, Operation, OutageWait
+from graph_ingest.domain.plan import PlanKind
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState, FactKind, FactSource
 from graph_ingest.domain.status import StatusCode
@@ -83,17 +84,29 @@ def test_stamp_fills_only_missing_commit_times() -> None:
     assert second.committed_at is not None and second.committed_at.tzinfo is not None
 
 
-def test_operation_columns_round_trip() -> None:
+@pytest.mark.parametrize("with_v2_fields", [False, True])
+def test_operation_columns_round_trip(with_v2_fields: bool) -> None:
     error = ErrorInfo(code=StatusCode.UNAVAILABLE, error_class="X", message="down")
+    v2_fields: dict[str, object] = {
+        "last_error": error.model_copy(update={"error_id": "e" * 32, "trace_id": "7" * 32}),
+        "plan_kind": PlanKind.INGESTION,
+        "submission_id": "sub-1",
+        "retry_tier": 2,
+        "parked_behind": "op_leader",
+        "waits": (OutageWait(dependency="neo4j", started_at=T0, ended_at=T0 + timedelta(1)),),
+    }
     original = (
         op("a")
         .transition(Stage.FAILED, T0 + timedelta(seconds=1), error)
         .model_copy(update={"next_retry_at": T0 + timedelta(seconds=5), "dlq_id": "q"})
+        .model_copy(update=v2_fields if with_v2_fields else {})
     )
     values = snapshot_values(original)
     row = {
         **values,
-        "stage_times": json.loads(values["stage_times"]),  # what psycopg hands back for JSONB
+        # what psycopg hands back for JSONB
+        "stage_times": json.loads(values["stage_times"]),
+        "details": json.loads(values["details"]),
         "space": "kb",
         "document_id": "d",
         "expected_revision": 0,

@@ -28,6 +28,7 @@ def _register() -> None:
     from graph_ingest.cli.demo import demo
     from graph_ingest.cli.dlq import dlq
     from graph_ingest.cli.documents import doc
+    from graph_ingest.cli.errors_report import errors
     from graph_ingest.cli.operations import publish_plan, status
     from graph_ingest.cli.ops import ops
     from graph_ingest.cli.projections import projections
@@ -56,6 +57,7 @@ def _register() -> None:
         dlq,
         audit,
         breaker,
+        errors,
         demo,
         check,
         serve,

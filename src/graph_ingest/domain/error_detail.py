@@ -108,5 +108,11 @@ class ErrorDetail(FrozenModel):
         )
 
     def error_info(self) -> ErrorInfo:
-        """The summary ``Operation.last_error`` holds (operation.v1 carries no more)."""
-        return ErrorInfo(code=self.code, error_class=self.error_class, message=self.message)
+        """The summary ``Operation.last_error`` holds: the error, and the ids that find it."""
+        return ErrorInfo(
+            code=self.code,
+            error_class=self.error_class,
+            message=self.message,
+            error_id=self.error_id,
+            trace_id=self.trace_id,
+        )

@@ -12,6 +12,7 @@ from graph_ingest.domain.limits import (
     bounded_text,
 )
 from graph_ingest.domain.model import FrozenModel
+from graph_ingest.domain.plan import PlanKind
 from graph_ingest.domain.stages import Stage, check_transition
 from graph_ingest.domain.status import StatusCode
 
@@ -20,6 +21,10 @@ class ErrorInfo(FrozenModel):
     code: StatusCode
     error_class: str
     message: str
+    error_id: str | None = Field(
+        default=None, description="the failure event's id (its failure record); None if unrecorded"
+    )
+    trace_id: str | None = Field(default=None, description="the trace of the plan's journey")
 
     @classmethod
     def quoting(cls, code: StatusCode, error_class: str, message: str) -> ErrorInfo:
@@ -30,6 +35,22 @@ class ErrorInfo(FrozenModel):
             error_class=bounded_text(error_class, MAX_ERROR_CLASS_LENGTH),
             message=bounded_text(message, MAX_ERROR_MESSAGE_LENGTH),
         )
+
+
+MAX_OUTAGE_WAITS = 20
+"""The outage waits an operation keeps (the latest): a plan held through a flapping service must
+not grow its every snapshot without bound."""
+
+_BEHIND_A_LEADER = frozenset({Stage.PARKED, Stage.DEAD_LETTERED})
+
+
+class OutageWait(FrozenModel):
+    """An outage the applier waited out in place, this operation's plan held meanwhile: no
+    attempt was spent, so without this record the wait would leave no trace."""
+
+    dependency: str
+    started_at: datetime
+    ended_at: datetime
 
 
 class Operation(FrozenModel):
@@ -47,6 +68,15 @@ class Operation(FrozenModel):
     dlq_id: str | None = None
     created_at: datetime
     updated_at: datetime
+    plan_kind: PlanKind | None = Field(default=None, description="None in operation.v1 events")
+    submission_id: str | None = None
+    retry_tier: int | None = Field(
+        default=None, ge=0, description="the tier index of the retry that runs next"
+    )
+    parked_behind: str | None = Field(
+        default=None, description="while PARKED: the operation this one waits behind"
+    )
+    waits: tuple[OutageWait, ...] = ()
 
     @classmethod
     def prepared(
@@ -58,6 +88,8 @@ class Operation(FrozenModel):
         expected_revision: int,
         fingerprint: str,
         at: datetime,
+        plan_kind: PlanKind | None = None,
+        submission_id: str | None = None,
     ) -> Operation:
         return cls(
             operation_id=operation_id,
@@ -70,6 +102,8 @@ class Operation(FrozenModel):
             stage_times={Stage.PREPARED: at},
             created_at=at,
             updated_at=at,
+            plan_kind=plan_kind,
+            submission_id=submission_id,
         )
 
     def transition(self, target: Stage, at: datetime, error: ErrorInfo | None = None) -> Operation:
@@ -83,6 +117,10 @@ class Operation(FrozenModel):
                 "last_error": error if error is not None else self.last_error,
                 "stage_times": {**self.stage_times, target: at},
                 "updated_at": at,
+                # a follower dead-lettered behind its leader still waits for it (released when
+                # the leader completes); any other stage waits behind nothing
+                "parked_behind": self.parked_behind if target in _BEHIND_A_LEADER else None,
+                "retry_tier": self.retry_tier if target is Stage.FAILED else None,
             }
         )
 
@@ -96,3 +134,10 @@ class Operation(FrozenModel):
                 "updated_at": at,
             }
         )
+
+    def having_waited(self, waits: tuple[OutageWait, ...]) -> Operation:
+        """The snapshot with ``waits`` recorded too, the latest ``MAX_OUTAGE_WAITS`` kept (no new
+        sequence: it rides on the next change)."""
+        if not waits:
+            return self
+        return self.model_copy(update={"waits": (*self.waits, *waits)[-MAX_OUTAGE_WAITS:]})

@@ -17,6 +17,13 @@ The history keeps every step seen, each with its own time, in sequence order: th
 ``stage_times`` keep one time per stage, so FAILED -> PREPARED -> DEAD_LETTERED would lose the
 first PREPARED. Folding any permutation of a set of events, duplicates included, gives one
 result: the newest snapshot and the union of their steps.
+
+Each step also keeps the snapshot's last error (``Transition.last_error``: the write side carries
+an operation's last error on until a newer one replaces it), so that every failure keeps its own
+step: the error a step *recorded* is its last error when that differs from the step before it
+(``recorded_errors``) — FAILED (e1) -> PREPARED -> FAILED (e2) shows e1 and e2 once each, on the
+FAILED steps. Events of operation.v2 carry an error id per failure; of v1 events, two equal
+errors in a row read as one.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
-from graph_ingest.domain.operation import ErrorInfo, Operation
+from graph_ingest.domain.operation import ErrorInfo, Operation, OutageWait
+from graph_ingest.domain.plan import PlanKind
 from graph_ingest.domain.stages import Stage
 
 
@@ -45,10 +53,40 @@ class Transition:
     stage: Stage
     at: datetime
     attempts: int
+    last_error: ErrorInfo | None = None
+    """The snapshot's last error (recorded at this step or carried on from an earlier one)."""
 
     @classmethod
     def of(cls, operation: Operation) -> Transition:
-        return cls(operation.sequence, operation.stage, operation.updated_at, operation.attempts)
+        return cls(
+            operation.sequence,
+            operation.stage,
+            operation.updated_at,
+            operation.attempts,
+            operation.last_error,
+        )
+
+
+def recorded_errors(history: Iterable[Transition]) -> list[ErrorInfo | None]:
+    """The error each step of ``history`` (in sequence order) recorded: its last error where
+    that differs from the step before it, else None."""
+    recorded: list[ErrorInfo | None] = []
+    before: ErrorInfo | None = None
+    for step in history:
+        recorded.append(step.last_error if step.last_error != before else None)
+        before = step.last_error
+    return recorded
+
+
+def carried_errors(recorded: Iterable[ErrorInfo | None]) -> list[ErrorInfo | None]:
+    """The inverse of ``recorded_errors``: each step's last error, carried on from the step that
+    recorded it (an operation's last error is never cleared)."""
+    carried: list[ErrorInfo | None] = []
+    last: ErrorInfo | None = None
+    for error in recorded:
+        last = error if error is not None else last
+        carried.append(last)
+    return carried
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +108,11 @@ class OperationStatus:
     created_at: datetime
     updated_at: datetime
     transitions: tuple[Transition, ...]
+    plan_kind: PlanKind | None = None
+    submission_id: str | None = None
+    retry_tier: int | None = None
+    parked_behind: str | None = None
+    waits: tuple[OutageWait, ...] = ()
 
     @classmethod
     def of(cls, operation: Operation, transitions: tuple[Transition, ...]) -> OperationStatus:
@@ -88,6 +131,11 @@ class OperationStatus:
             created_at=operation.created_at,
             updated_at=operation.updated_at,
             transitions=transitions,
+            plan_kind=operation.plan_kind,
+            submission_id=operation.submission_id,
+            retry_tier=operation.retry_tier,
+            parked_behind=operation.parked_behind,
+            waits=operation.waits,
         )
 
 
@@ -123,4 +171,13 @@ def fold_all(
     return status, verdicts
 
 
-__all__ = ["Fold", "FoldVerdict", "OperationStatus", "Transition", "fold", "fold_all"]
+__all__ = [
+    "Fold",
+    "FoldVerdict",
+    "OperationStatus",
+    "Transition",
+    "carried_errors",
+    "fold",
+    "fold_all",
+    "recorded_errors",
+]

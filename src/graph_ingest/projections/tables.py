@@ -29,7 +29,12 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.consumer import Partition
 from graph_ingest.projections.events import OperationEvent
 from graph_ingest.projections.fold import FoldVerdict, OperationStatus, fold_all
-from graph_ingest.projections.rows import STATUS_COLUMNS, status_columns, status_from_row
+from graph_ingest.projections.rows import (
+    JSONB_COLUMNS,
+    STATUS_COLUMNS,
+    status_columns,
+    status_from_row,
+)
 from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.postgres.store import open_pool
 from graph_ingest.store.postgres.translate import translating
@@ -84,6 +89,7 @@ _ARRAY_TYPES = {
     "expected_revision": "bigint",
     "sequence": "bigint",
     "attempts": "bigint",
+    "retry_tier": "int",
     "next_retry_at": "timestamptz",
     "created_at": "timestamptz",
     "updated_at": "timestamptz",
@@ -237,7 +243,7 @@ def _statements(schema: str) -> dict[str, sql.Composed]:
 
     names = sql.SQL(", ").join(sql.Identifier(c) for c in STATUS_COLUMNS)
     casts = sql.SQL(", ").join(
-        sql.SQL("{}::jsonb" if c == "transitions" else "{}").format(sql.Identifier(c))
+        sql.SQL("{}::jsonb" if c in JSONB_COLUMNS else "{}").format(sql.Identifier(c))
         for c in STATUS_COLUMNS
     )
     arrays = sql.SQL(", ").join(

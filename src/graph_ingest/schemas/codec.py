@@ -277,6 +277,14 @@ def _operation_record(op: Operation) -> dict[str, Any]:
     )
     record["created_at"] = _micros(op.created_at, "created_at")
     record["updated_at"] = _micros(op.updated_at, "updated_at")
+    record["waits"] = [
+        {
+            "dependency": wait.dependency,
+            "started_at": _micros(wait.started_at, f"waits[{index}].started_at"),
+            "ended_at": _micros(wait.ended_at, f"waits[{index}].ended_at"),
+        }
+        for index, wait in enumerate(op.waits)
+    ]
     return record
 
 

@@ -45,7 +45,7 @@ from graph_ingest.domain.admission import (
     unless_orphaned,
 )
 from graph_ingest.domain.errors import DependencyUnavailable
-from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.operation import Operation, OutageWait
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.graph.base import GraphWriter
@@ -102,23 +102,25 @@ def _insert_prepared(
 ) -> None:
     """Create each plan's operation at PREPARED with its frozen plan (an existing one is kept:
     ``decide`` verifies it), and the headers and journey start every re-send carries."""
-    uow.insert_operations(
-        [
-            NewOperation(
-                Operation.prepared(
-                    operation_id=p.operation_id,
-                    space=p.space,
-                    document_id=p.document_id,
-                    expected_revision=p.expected_revision,
-                    fingerprint=p.fingerprint,
-                    at=now,
-                ),
-                m.value or b"",
-                kafka_headers.work_headers(m.headers),
-                journey_start(m),
-            )
-            for m, p in plans
-        ]
+    uow.insert_operations([_new_operation(m, p, now) for m, p in plans])
+
+
+def _new_operation(message: PlanMessage, plan: IngestionPlan, now: datetime) -> NewOperation:
+    work_headers = kafka_headers.work_headers(message.headers)
+    return NewOperation(
+        Operation.prepared(
+            operation_id=plan.operation_id,
+            space=plan.space,
+            document_id=plan.document_id,
+            expected_revision=plan.expected_revision,
+            fingerprint=plan.fingerprint,
+            at=now,
+            plan_kind=plan.kind,
+            submission_id=work_headers.get(kafka_headers.SUBMISSION_ID),
+        ),
+        message.value or b"",
+        work_headers,
+        journey_start(message),
     )
 
 
@@ -169,13 +171,19 @@ class PlanApplier:
         return self._store.plan_claims(keys)
 
     def apply(
-        self, messages: Sequence[PlanMessage], *, in_place_exhausted: bool = False
+        self,
+        messages: Sequence[PlanMessage],
+        *,
+        in_place_exhausted: bool = False,
+        waited: tuple[OutageWait, ...] = (),
     ) -> dict[Position, Outcome]:
         """Apply a batch; return each message's durable outcome keyed by its position.
 
         Raises when the policy says to retry the batch in place (nothing new is durable for the
         messages it did not report). ``in_place_exhausted``: the caller has retried this batch
         as often as the policy allows for CONTENTION and UNCERTAIN failures; now they split it.
+        ``waited``: the outages the caller held this batch through; the next snapshot of each
+        operation the batch moves records them.
         """
         outcomes: dict[Position, Outcome] = {}
         poison = [m for m in messages if m.plan is None]
@@ -183,7 +191,7 @@ class PlanApplier:
             self._dead_letter_poison(poison, outcomes)
         plans = [m for m in messages if m.plan is not None]
         if plans:
-            self._apply_isolating(plans, outcomes, in_place_exhausted)
+            self._apply_isolating(plans, outcomes, in_place_exhausted, waited)
         return outcomes
 
     # -- isolation -------------------------------------------------------------------------
@@ -193,9 +201,10 @@ class PlanApplier:
         batch: list[PlanMessage],
         outcomes: dict[Position, Outcome],
         in_place_exhausted: bool,
+        waited: tuple[OutageWait, ...] = (),
     ) -> None:
         try:
-            outcomes.update(self._apply_steps(batch))
+            outcomes.update(self._apply_steps(batch, waited))
         except Exception as exc:
             code = classify(exc)
             if batch_action(code, in_place_exhausted=in_place_exhausted) is not BatchAction.SPLIT:
@@ -203,8 +212,8 @@ class PlanApplier:
             if len(batch) > 1:
                 middle = len(batch) // 2
                 log.info("batch of %d failed with %s: splitting to isolate", len(batch), code)
-                self._apply_isolating(batch[:middle], outcomes, in_place_exhausted)
-                self._apply_isolating(batch[middle:], outcomes, in_place_exhausted)
+                self._apply_isolating(batch[:middle], outcomes, in_place_exhausted, waited)
+                self._apply_isolating(batch[middle:], outcomes, in_place_exhausted, waited)
                 return
             action = lone_plan_action(code)
             if action is LonePlanAction.RETRY_IN_PLACE:
@@ -252,10 +261,12 @@ class PlanApplier:
 
     # -- the three steps -------------------------------------------------------------------
 
-    def _apply_steps(self, batch: list[PlanMessage]) -> dict[Position, Outcome]:
+    def _apply_steps(
+        self, batch: list[PlanMessage], waited: tuple[OutageWait, ...]
+    ) -> dict[Position, Outcome]:
         outcomes: dict[Position, Outcome] = {}
         with self._store.unit_of_work() as uow:
-            admitted = self._admit(uow, batch, outcomes)
+            admitted = self._admit(uow, batch, outcomes, waited)
         write_graph(self._store, self._graph, admitted, self._clock)
         with self._store.unit_of_work() as uow:
             committed = commit_states(uow, admitted, self._clock(), self._ladder)
@@ -268,9 +279,11 @@ class PlanApplier:
         uow: UnitOfWork,
         batch: list[PlanMessage],
         outcomes: dict[Position, Outcome],
+        waited: tuple[OutageWait, ...],
     ) -> list[PlanWork]:
         """Create-or-verify every operation with its frozen plan and carry out what
-        ``admission.decide`` says of it; return the plans that go on to the graph step."""
+        ``admission.decide`` says of it; return the plans that go on to the graph step. The
+        outages ``waited`` out ride on each operation's next snapshot."""
         now = self._clock()
         plans = [(m, m.plan) for m in batch if m.plan is not None]
         uow.lock_documents([(p.space, p.document_id) for _, p in plans])
@@ -287,7 +300,7 @@ class PlanApplier:
         admitted: list[PlanWork] = []
         repaired = []
         for message, plan, decision in decided:
-            work = PlanWork(message, plan, operations[plan.operation_id], [])
+            work = PlanWork(message, plan, operations[plan.operation_id].having_waited(waited), [])
             base = bases.get(plan.base_operation_id or "")
             admission = unless_orphaned(decision, work.operation.stage, plan, base)
             if not self._carry_out(uow, work, admission, now, outcomes):

@@ -7,7 +7,6 @@ both record a failure the same way.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 from graph_ingest import __version__
 from graph_ingest.consumers.plan_message import PlanMessage
@@ -61,17 +60,25 @@ def attempt_record(failed: FailureAttempt) -> AttemptRecord:
 def record_failure(
     operation: Operation,
     stage: Stage,
-    info: ErrorInfo,
-    at: datetime,
+    failed: FailureAttempt,
+    attempts: int,
     dlq_id: str | None = None,
 ) -> Operation:
-    """The operation moved to ``stage`` with ``info`` as its last error, or (where that stage is
-    not reachable, e.g. FAILED from GRAPH_APPLIED) with the error recorded in its stage."""
+    """The operation moved to ``stage`` with the recorded attempt's error (its error id and trace
+    id too) as its last error, or (where that stage is not reachable, e.g. FAILED from
+    GRAPH_APPLIED) with the error recorded in its stage. ``attempts``: how many failed attempts
+    of the operation are recorded, this one included — the count its DLQ entry shows, so that
+    the two agree (moving to DEAD_LETTERED is itself a failed attempt, which the stage change
+    alone would not count)."""
+    info = failed.detail.error_info()
     if stage in LEGAL_TRANSITIONS[operation.stage]:
-        moved = operation.transition(stage, at, info)
+        moved = operation.transition(stage, failed.at, info)
     else:
-        moved = operation.with_error(info, at)
-    return moved if dlq_id is None else moved.model_copy(update={"dlq_id": dlq_id})
+        moved = operation.with_error(info, failed.at)
+    update: dict[str, object] = {"attempts": attempts}
+    if dlq_id is not None:
+        update["dlq_id"] = dlq_id
+    return moved.model_copy(update=update)
 
 
 def dead_letter(uow: UnitOfWork, dlq_topic: str, dlq_id: str, envelope: DlqEnvelope) -> None:

@@ -141,11 +141,15 @@ class FollowerRouter:
                 "again when it is replayed and completes",
             )
             dlq_id = dlq_id_of_operation(op.operation_id)
-            envelope = self._envelope(
+            envelope, attempt = self._envelope(
                 uow, follower, leader, info, earlier.get(dlq_id), first.get(op.operation_id), at
             )
             dead_letter(uow, self._ladder.dlq_topic, dlq_id, envelope)
-            saved.append(record_failure(op, Stage.DEAD_LETTERED, info, at, dlq_id))
+            saved.append(
+                record_failure(
+                    op, Stage.DEAD_LETTERED, attempt, envelope.total_attempts, dlq_id
+                ).model_copy(update={"parked_behind": leader.operation_id})  # as its entry says
+            )
             log.error(
                 "operation %s follows %s to the DLQ as %s",
                 op.operation_id,
@@ -163,9 +167,10 @@ class FollowerRouter:
         earlier: DlqEntry | None,
         first_delivery: Origin | None,
         at: datetime,
-    ) -> DlqEnvelope:
-        """Record the follower's attempt and return its envelope: its history extended, its
-        origin the earliest known (its entry's, its first failure's, its first delivery's)."""
+    ) -> tuple[DlqEnvelope, FailureAttempt]:
+        """Record the follower's attempt and return its envelope (its history extended, its
+        origin the earliest known: its entry's, its first failure's, its first delivery's) and
+        the attempt."""
         op, plan_bytes, delivered = follower
         history = uow.failure_history(op.operation_id)
         trace_id = history[-1].detail.trace_id if history else new_trace_id()
@@ -182,7 +187,7 @@ class FollowerRouter:
             ),
         )
         uow.record_failure(attempt)
-        return dlq_envelope(
+        envelope = dlq_envelope(
             known_origin(earlier)
             or first_failed(earlier_deliveries(history, delivered))
             or first_delivery
@@ -196,3 +201,4 @@ class FollowerRouter:
             at=at,
             parked_behind=leader.operation_id,
         )
+        return envelope, attempt

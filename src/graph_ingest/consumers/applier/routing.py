@@ -131,7 +131,7 @@ class FailureRouter:
             return decision.kind
         if decision.kind is RouteKind.TIER:
             assert decision.tier_index is not None  # a TIER route names its tier
-            self._to_tier(uow, failure, decision.tier_index, attempt, delivery, failed)
+            self._to_tier(uow, failure, decision.tier_index, attempt, delivery, history)
         else:
             self._to_dlq(uow, failure, [*history, attempt], replayed)
         return decision.kind
@@ -159,9 +159,10 @@ class FailureRouter:
         tier_index: int,
         attempt: FailureAttempt,
         delivery: int,
-        earlier: Sequence[FailureAttempt],
+        history: Sequence[FailureAttempt],
     ) -> None:
         message, owned = failure.message, failure.operation
+        earlier = earlier_deliveries(history, message)
         topic, delay_s = self._ladder.tiers[tier_index]
         due_at = attempt.at + timedelta(seconds=delay_s)
         first = message.retry
@@ -206,8 +207,9 @@ class FailureRouter:
             due_at.isoformat(),
         )
         if owned is not None:
-            failed = record_failure(owned, Stage.FAILED, failure.info, attempt.at)
-            uow.save_operations([failed.model_copy(update={"next_retry_at": due_at})])
+            failed = record_failure(owned, Stage.FAILED, attempt, len(history) + 1)
+            due = {"next_retry_at": due_at, "retry_tier": tier_index}
+            uow.save_operations([failed.model_copy(update=due)])
 
     # -- the DLQ ---------------------------------------------------------------------------
 
@@ -257,9 +259,10 @@ class FailureRouter:
         )
         if owned is None:
             return
-        uow.save_operations(
-            [record_failure(owned, Stage.DEAD_LETTERED, failure.info, history[-1].at, dlq_id)]
+        dead = record_failure(
+            owned, Stage.DEAD_LETTERED, history[-1], envelope.total_attempts, dlq_id
         )
+        uow.save_operations([dead])
         self._followers.follow_leader(uow, owned, history[-1].at)
 
 

@@ -33,6 +33,10 @@ class PlanWork:
         for index, stage in enumerate(stages, start=1):
             explained = reason if index == len(stages) else None
             self.operation = self.operation.transition(stage, at, explained)
+            if stage is Stage.PARKED:  # a plan parks behind its base: the operation it waits for
+                self.operation = self.operation.model_copy(
+                    update={"parked_behind": self.plan.base_operation_id}
+                )
             self.changes.append(self.operation)
 
     def flush_changes(self) -> list[Operation]:

@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 from graph_ingest.consumers.applier.apply import Outcome, PlanApplier, Position
 from graph_ingest.consumers.applier.claims import resolve_claims
+from graph_ingest.consumers.applier.outages import OutageWatch
 from graph_ingest.consumers.applier.routing import Ladder
 from graph_ingest.consumers.batching import select_batch
 from graph_ingest.consumers.breakers import Breakers, Controls, nothing_forced
@@ -189,6 +190,7 @@ class ApplierWorker:
         backoff = Backoff(settings.retry_initial_backoff_s, settings.retry_max_backoff_s)
         towards_split = 0
         started = time.monotonic()
+        outages = OutageWatch()
         while True:
             if self._breakers.forced_open() is not None:
                 if not self._hold_while_forced_open(stop):
@@ -198,14 +200,16 @@ class ApplierWorker:
             try:
                 with self._applying:
                     outcomes = self._applier.apply(
-                        batch, in_place_exhausted=towards_split >= settings.in_place_max_attempts
+                        batch,
+                        in_place_exhausted=towards_split >= settings.in_place_max_attempts,
+                        waited=outages.waits,
                     )
             except Exception as exc:
                 code = classify(exc)
                 if scope_of(code) is FailureScope.PLAN:
                     raise  # the applier isolates plan failures: one escaping it is a bug
                 towards_split = towards_split + 1 if counts_towards_split(code) else 0
-                if not self._wait_to_retry(batch, exc, backoff, stop):
+                if not self._wait_to_retry(batch, exc, backoff, stop, outages):
                     return None
                 if not (batch := self._owned(batch)):
                     return {}
@@ -250,11 +254,16 @@ class ApplierWorker:
         return held
 
     def _wait_to_retry(
-        self, batch: list[PlanMessage], exc: Exception, backoff: Backoff, stop: threading.Event
+        self,
+        batch: list[PlanMessage],
+        exc: Exception,
+        backoff: Backoff,
+        stop: threading.Event,
+        outages: OutageWatch,
     ) -> bool:
         """Wait, partitions paused, until the failed batch may be tried again: the backoff, or
-        until a probe answers once the failing dependency's breaker is open. False if ``stop``
-        was set first."""
+        until a probe answers once the failing dependency's breaker is open (an outage the
+        batch is held through: ``outages``). False if ``stop`` was set first."""
         code = classify(exc)
         breaker = self._breakers.failed(exc, code)
         open_breaker = breaker if breaker and breaker.state is BreakerState.OPEN else None
@@ -279,7 +288,11 @@ class ApplierWorker:
         if open_breaker is None:
             return paused_wait(self._consumer, stop, poll=poll, watch=self._watch, timeout_s=delay)
         answers = functools.partial(self._breakers.answers, open_breaker, self._probe)
-        return paused_wait(self._consumer, stop, poll=poll, watch=self._watch, until=answers)
+        outages.held(open_breaker.name)
+        if not paused_wait(self._consumer, stop, poll=poll, watch=self._watch, until=answers):
+            return False
+        outages.answered(open_breaker.name)
+        return True
 
     def _probe(self, dependency: str) -> None:
         with self._applying:

@@ -14,7 +14,7 @@ from graph_ingest.store.parking import ON_ITS_WAY
 OPERATION_COLUMNS = """
     operation_id, space, document_id, expected_revision, fingerprint, stage, sequence, attempts,
     last_error_code, last_error_class, last_error_message, stage_times, next_retry_at, dlq_id,
-    created_at, updated_at"""
+    created_at, updated_at, details"""
 
 OPERATION_COLUMNS_OF_O = ", ".join(f"o.{column.strip()}" for column in OPERATION_COLUMNS.split(","))
 """``OPERATION_COLUMNS`` of the table aliased ``o``."""

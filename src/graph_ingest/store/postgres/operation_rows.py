@@ -22,6 +22,7 @@ _SNAPSHOT_FIELDS = (
     "next_retry_at",
     "dlq_id",
     "updated_at",
+    "details",
 )
 
 
@@ -45,7 +46,25 @@ def snapshot_values(op: Operation) -> dict[str, Any]:
         "next_retry_at": op.next_retry_at,
         "dlq_id": op.dlq_id,
         "updated_at": op.updated_at,
+        "details": json_text(_details(op)),
     }
+
+
+_DETAILS = ("plan_kind", "submission_id", "retry_tier", "parked_behind", "waits")
+"""The fields operation.v2 added, kept in one JSONB column (migration 0009)."""
+
+
+def _details(op: Operation) -> dict[str, Any]:
+    """What operation.v2 added, as JSON: only what is set (most operations set little)."""
+    details = op.model_dump(mode="json", include=set(_DETAILS), exclude_defaults=True)
+    error = op.last_error
+    if error is not None:
+        details.update(
+            (name, value)
+            for name, value in (("error_id", error.error_id), ("trace_id", error.trace_id))
+            if value is not None
+        )
+    return details
 
 
 def event_headers(op: Operation) -> str:
@@ -109,12 +128,15 @@ def event_columns(events: Sequence[tuple[Operation, bytes]]) -> Columns:
 
 
 def operation_from_row(row: Row) -> Operation:
+    details = dict(row["details"] or {})
     error = None
     if row["last_error_code"] is not None:
         error = ErrorInfo(
             code=StatusCode(row["last_error_code"]),
             error_class=row["last_error_class"] or "",
             message=row["last_error_message"] or "",
+            error_id=details.get("error_id"),
+            trace_id=details.get("trace_id"),
         )
     return Operation.model_validate(
         {
@@ -132,5 +154,6 @@ def operation_from_row(row: Row) -> Operation:
             "dlq_id": row["dlq_id"],
             "created_at": row["created_at"],
             "updated_at": row["updated_at"],
+            **{name: details[name] for name in _DETAILS if name in details},
         }
     )

@@ -33,27 +33,27 @@ WITH incoming AS (
         %(stage)b::text[], %(sequence)b::int[], %(attempts)b::int[],
         %(last_error_code)b::text[], %(last_error_class)b::text[], %(last_error_message)b::text[],
         %(stage_times)b::text[], %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[],
-        %(created_at)b::timestamptz[], %(updated_at)b::timestamptz[],
+        %(created_at)b::timestamptz[], %(updated_at)b::timestamptz[], %(details)b::text[],
         %(message_key)b::bytea[], %(message_value)b::bytea[], %(headers)b::text[],
         %(work_headers)b::text[], %(first_topic)b::text[], %(first_partition)b::int[],
         %(first_offset)b::bigint[]
     ) WITH ORDINALITY AS i(
         operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
         sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
-        next_retry_at, dlq_id, created_at, updated_at, message_key, message_value, headers,
-        work_headers, first_topic, first_partition, first_offset, ord
+        next_retry_at, dlq_id, created_at, updated_at, details, message_key, message_value,
+        headers, work_headers, first_topic, first_partition, first_offset, ord
     )
 ), inserted AS (
     INSERT INTO operations (
         operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
         sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
-        next_retry_at, dlq_id, created_at, updated_at, work_headers, first_topic,
+        next_retry_at, dlq_id, created_at, updated_at, details, work_headers, first_topic,
         first_partition, first_offset
     )
     SELECT operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
            sequence, attempts, last_error_code, last_error_class, last_error_message,
-           stage_times::jsonb, next_retry_at, dlq_id, created_at, updated_at, work_headers::jsonb,
-           first_topic, first_partition, first_offset
+           stage_times::jsonb, next_retry_at, dlq_id, created_at, updated_at, details::jsonb,
+           work_headers::jsonb, first_topic, first_partition, first_offset
     FROM incoming
     ORDER BY operation_id  -- a stable order: concurrent inserters wait instead of deadlocking
     ON CONFLICT (operation_id) DO NOTHING
@@ -87,10 +87,12 @@ WITH snapshot AS (
         %(operation_id)b::text[], %(expected_sequence)b::int[], %(stage)b::text[],
         %(sequence)b::int[], %(attempts)b::int[], %(last_error_code)b::text[],
         %(last_error_class)b::text[], %(last_error_message)b::text[], %(stage_times)b::text[],
-        %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[], %(updated_at)b::timestamptz[]
+        %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[], %(updated_at)b::timestamptz[],
+        %(details)b::text[]
     ) AS s(
         operation_id, expected_sequence, stage, sequence, attempts, last_error_code,
-        last_error_class, last_error_message, stage_times, next_retry_at, dlq_id, updated_at
+        last_error_class, last_error_message, stage_times, next_retry_at, dlq_id, updated_at,
+        details
     )
 ), updated AS (
     UPDATE operations AS o
@@ -103,7 +105,8 @@ WITH snapshot AS (
         stage_times = s.stage_times::jsonb,
         next_retry_at = s.next_retry_at,
         dlq_id = s.dlq_id,
-        updated_at = s.updated_at
+        updated_at = s.updated_at,
+        details = s.details::jsonb
     FROM snapshot AS s
     WHERE o.operation_id = s.operation_id AND o.sequence = s.expected_sequence
     RETURNING o.operation_id
