@@ -29,6 +29,7 @@ def _register() -> None:
     from graph_ingest.cli.projections import projections
     from graph_ingest.cli.reconcile import reconcile
     from graph_ingest.cli.recovery import recover, resume
+    from graph_ingest.cli.serve import serve
     from graph_ingest.cli.stack import stack
     from graph_ingest.cli.submit import retract, submit
     from graph_ingest.cli.worker import worker
@@ -49,6 +50,7 @@ def _register() -> None:
         dlq,
         demo,
         check,
+        serve,
     ):
         cli.add_command(command)
 

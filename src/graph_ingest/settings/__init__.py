@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from graph_ingest.settings.api import ApiSettings
 from graph_ingest.settings.applier import ApplierSettings
 from graph_ingest.settings.health import HealthSettings
 from graph_ingest.settings.kafka import KafkaSettings, TopicSettings
@@ -41,6 +42,7 @@ class Settings(BaseSettings):
     dlq: DlqSettings = DlqSettings()
     llm: LlmSettings = LlmSettings()
     health: HealthSettings = HealthSettings()
+    api: ApiSettings = ApiSettings()
 
     @model_validator(mode="after")
     def clients_follow_stack_ports(self) -> Settings:
