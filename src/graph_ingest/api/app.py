@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from graph_ingest import __version__
 from graph_ingest.api import health
+from graph_ingest.api.console import router as console
 from graph_ingest.api.errors import ERROR_RESPONSES, install_error_handlers
 from graph_ingest.api.services import StoreFactory, open_services
 from graph_ingest.settings import Settings
@@ -51,6 +52,7 @@ def create_app(settings: Settings, new_store: StoreFactory) -> FastAPI:
     app.state.services = None
     install_error_handlers(app)
     app.include_router(health.router)
+    app.include_router(console.router)  # /ui: the operator console (HTML, not in /openapi.json)
     return app
 
 
