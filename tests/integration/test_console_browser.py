@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -41,6 +40,7 @@ from graph_ingest.wiring import postgres_store, run_projector
 from tests.integration.pipeline import Pipeline
 from tests.integration.projection_helpers import projector_settings
 from tests.integration.test_dlq_cli import dangling, dead_lettered, ghosts
+from tests.tcp_proxy import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -93,20 +93,13 @@ def browser() -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def serve() -> Iterator[Callable[[Settings], str]]:
     """Serve the API app (the console mounted) for some settings; its base URL."""
     servers: list[tuple[uvicorn.Server, threading.Thread]] = []
 
     def start(settings: Settings) -> str:
-        port = _free_port()
+        port = free_port()
         config = uvicorn.Config(
             create_app(settings, postgres_store), host="127.0.0.1", port=port, log_level="warning"
         )
@@ -233,6 +226,7 @@ def test_an_operator_finds_a_dead_lettered_operation_and_replays_it_to_completed
         assert notice.startswith(f"replayed by {TOKEN_NAME}"), notice
         console.click("#operation-link")
         console.wait_text("#stage", lambda t: t == "COMPLETED", "live refresh to show COMPLETED")
+        console.wait_text("#refreshed", lambda t: t.startswith("refreshed "), "a live refresh")
         SCREENSHOTS.mkdir(exist_ok=True)
         assert browser.save_screenshot(str(SCREENSHOTS / "console-replayed-operation.png"))
         assert "COMPLETED" in (console.text("#timeline") or "")
