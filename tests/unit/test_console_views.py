@@ -39,6 +39,7 @@ def test_hex_lines_stop_at_the_limit_and_say_how_much_is_left() -> None:
     assert len(lines) == 3
     assert lines[1].startswith("00000010  00")
     assert lines[-1] == "… 68 more bytes"
+    assert len(hex_lines(bytes(32), limit=32)) == 2  # exactly the limit: nothing left to say
 
 
 def test_utf8_or_none() -> None:
@@ -55,6 +56,7 @@ def test_the_timeline_keeps_every_step_with_its_time_and_marks_retries_in_place(
             Transition(3, Stage.FAILED, T0 + timedelta(seconds=3), 1),
             Transition(4, Stage.PREPARED, T0 + timedelta(seconds=5), 1),
             Transition(5, Stage.DEAD_LETTERED, T0 + timedelta(seconds=5.5), 2),
+            Transition(6, Stage.DEAD_LETTERED, T0 + timedelta(seconds=6), 2),
         )
     )
 
@@ -64,9 +66,11 @@ def test_the_timeline_keeps_every_step_with_its_time_and_marks_retries_in_place(
         Stage.FAILED,
         Stage.PREPARED,
         Stage.DEAD_LETTERED,
+        Stage.DEAD_LETTERED,
     ]
-    assert [s.after_s for s in steps] == [None, 2.0, 1.0, 2.0, 0.5]
-    assert [s.retried_in_place for s in steps] == [False, True, False, False, False]
+    assert [s.after_s for s in steps] == [None, 2.0, 1.0, 2.0, 0.5, 0.5]
+    # a snapshot with the stage and attempts unchanged (a status change) is no retry
+    assert [s.retried_in_place for s in steps] == [False, True, False, False, False, False]
 
 
 def test_filters_are_read_case_blind_and_blanks_mean_any() -> None:
