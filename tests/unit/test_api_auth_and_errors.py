@@ -9,7 +9,7 @@ from typing import Annotated
 import pytest
 from fastapi import FastAPI, Query
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
 from graph_ingest.api.auth import Caller, token_name
 from graph_ingest.api.errors import ApiError, install_error_handlers
@@ -19,6 +19,10 @@ pytestmark = pytest.mark.timeout(30)
 
 TOKENS = {"alice": SecretStr("alice-token"), "bob": SecretStr("bob-token")}
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+class Thing(BaseModel):
+    name: str
 
 
 def small_app(tokens: dict[str, SecretStr]) -> FastAPI:
@@ -37,6 +41,10 @@ def small_app(tokens: dict[str, SecretStr]) -> FastAPI:
         if item_id == "bug":
             raise RuntimeError("a bug")
         return {"id": item_id}
+
+    @app.post("/things")
+    def things(thing: Thing) -> dict[str, str]:
+        return {"name": thing.name}
 
     return app
 
@@ -101,13 +109,14 @@ def test_errors_keep_the_callers_trace_id_and_each_gets_its_own_error_id() -> No
 @pytest.mark.parametrize(
     ("method", "path", "status", "code"),
     [
-        ("GET", "/items/x?limit=0", 422, StatusCode.INVALID_ARGUMENT),
-        ("GET", "/items/x?limit=many", 422, StatusCode.INVALID_ARGUMENT),
+        ("GET", "/items/x?limit=0", 400, StatusCode.INVALID_ARGUMENT),
+        ("GET", "/items/x?limit=many", 400, StatusCode.INVALID_ARGUMENT),
+        ("POST", "/things", 422, StatusCode.INVALID_ARGUMENT),
         ("GET", "/no/such/route", 404, StatusCode.NOT_FOUND),
         ("DELETE", "/items/x", 405, StatusCode.INVALID_ARGUMENT),
     ],
 )
-def test_bad_requests_are_json_errors_never_500(
+def test_bad_requests_are_json_errors_never_500_a_bad_body_422_a_bad_filter_400(
     method: str, path: str, status: int, code: StatusCode
 ) -> None:
     answer = TestClient(small_app(TOKENS)).request(method, path)

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from graph_ingest import __version__
-from graph_ingest.api import health
+from graph_ingest.api import dlq, health, operations
 from graph_ingest.api.console import router as console
 from graph_ingest.api.errors import ERROR_RESPONSES, install_error_handlers
 from graph_ingest.api.services import StoreFactory, open_services
@@ -34,6 +34,9 @@ def create_app(settings: Settings, new_store: StoreFactory) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if app.state.services is not None:  # given (a test): not ours to open or close
+            yield
+            return
         with open_services(settings, new_store) as services:
             app.state.services = services
             try:
@@ -52,6 +55,8 @@ def create_app(settings: Settings, new_store: StoreFactory) -> FastAPI:
     app.state.services = None
     install_error_handlers(app)
     app.include_router(health.router)
+    app.include_router(operations.router)
+    app.include_router(dlq.router)
     app.include_router(console.router)  # /ui: the operator console (HTML, not in /openapi.json)
     return app
 

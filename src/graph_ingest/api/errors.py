@@ -8,8 +8,8 @@ it so: ``{"error": {"code", "message", "error_id", "trace_id"}}``.
 ============================================  ======  ===================
 what went wrong                               status  code
 ============================================  ======  ===================
-a parameter or body the schema rejects        422     INVALID_ARGUMENT
-an id, cursor or filter the service rejects   400     INVALID_ARGUMENT
+a body the schema rejects                     422     INVALID_ARGUMENT
+an id, cursor or filter that is malformed     400     INVALID_ARGUMENT
 no such resource (or route)                   404     NOT_FOUND
 no token, or a wrong one                      401     UNAUTHENTICATED
 no token configured at all                    403     PERMISSION_DENIED
@@ -137,15 +137,19 @@ async def _graph_ingest_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """A body the schema rejects is 422; an id or a filter (path, query) is 400: the request
+    names something that cannot exist."""
     assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
     problems = "; ".join(
-        f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
+        f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in errors
     )
+    in_body = any(error["loc"][:1] == ("body",) for error in errors)
     return error_response(
         request,
         StatusCode.INVALID_ARGUMENT,
         problems or "invalid request",
-        status=HTTPStatus.UNPROCESSABLE_ENTITY,
+        status=HTTPStatus.UNPROCESSABLE_ENTITY if in_body else HTTPStatus.BAD_REQUEST,
     )
 
 

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
+from graph_ingest.api.errors import ApiError
 from graph_ingest.dlq.replayer import DlqReplayer
+from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.producer import KafkaProducer
 from graph_ingest.projections.queries import OperationQueries
 from graph_ingest.projections.tables import ReadTables
@@ -56,7 +58,12 @@ def open_services(settings: Settings, new_store: StoreFactory) -> Iterator[ApiSe
 
 def services_of(request: Request) -> ApiServices:
     """The route dependency: the services of the app serving ``request``."""
-    services: ApiServices = request.app.state.services
+    services: ApiServices | None = request.app.state.services
+    if services is None:
+        raise ApiError(
+            "the API is starting or stopping: its services are not open",
+            code=StatusCode.UNAVAILABLE,
+        )
     return services
 
 

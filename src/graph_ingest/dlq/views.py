@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from graph_ingest.dlq.purge import Purged
 from graph_ingest.dlq.replay import decoded_plan
 from graph_ingest.dlq.replayer import Action, ReplayItem, ReplayReport
 from graph_ingest.domain.dlq import DlqEnvelope, DlqStatus
@@ -201,6 +202,15 @@ def show_lines(
     return lines
 
 
+def purge_json(purged: Purged, note: str, now: datetime) -> dict[str, Any]:
+    """A purge: the entry RESOLVED with its note, and the versions it moved to CONFLICT."""
+    followers = [
+        {"operation_id": f.operation_id, "expected_revision": f.expected_revision}
+        for f in purged.followers
+    ]
+    return {**entry_json(purged.entry, now), "note": note, "conflicted": followers}
+
+
 # -- stats ----------------------------------------------------------------------------------------
 
 
@@ -295,6 +305,7 @@ __all__ = [
     "entry_table",
     "format_age",
     "plan_summary",
+    "purge_json",
     "replay_item_json",
     "replay_item_line",
     "replay_report_json",

@@ -46,6 +46,8 @@ class DlqQuery:
 
     status: DlqStatus | None = None
     code: StatusCode | None = None
+    error_class: str | None = None
+    """Only entries whose last failure was this exception class (``DlqEntry.error_class``)."""
     space: str | None = None
     document_id: str | None = None
     older_than_s: float | None = None

@@ -63,6 +63,7 @@ DELETE_DLQ_ENTRIES = "DELETE FROM dlq_entries"
 _DLQ_FILTER = """
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(code)s::text IS NULL OR code = %(code)s::text)
+  AND (%(error_class)s::text IS NULL OR error_class = %(error_class)s::text)
   AND (%(space)s::text IS NULL OR space = %(space)s::text)
   AND (%(document_id)s::text IS NULL OR document_id = %(document_id)s::text)
   AND (%(older_than_s)s::float8 IS NULL
@@ -178,6 +179,7 @@ def dlq_query_params(query: DlqQuery) -> dict[str, Any]:
     return {
         "status": None if query.status is None else query.status.value,
         "code": None if query.code is None else query.code.value,
+        "error_class": query.error_class,
         "space": query.space,
         "document_id": query.document_id,
         "older_than_s": None if query.older_than_s is None else float(query.older_than_s),

@@ -1,0 +1,59 @@
+"""Path and query parameters the routes share: ids and text filters as PostgreSQL can hold
+them (no NUL, bounded), so a malformed one is a 400 naming the parameter, never a database
+error; and the schema says so exactly (schemathesis holds the routes to it)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Path, Query
+
+from graph_ingest.domain.limits import MAX_ID_LENGTH
+
+_NO_NUL = r"^[^\x00]*$"
+
+OperationId = Annotated[
+    str,
+    Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=_NO_NUL, description="an operation id"),
+]
+
+
+def text_filter(description: str, *, alias: str | None = None) -> Any:
+    """A query parameter that filters on a stored text (a space, a document id)."""
+    return Query(
+        alias=alias,
+        min_length=1,
+        max_length=MAX_ID_LENGTH,
+        pattern=_NO_NUL,
+        description=description,
+    )
+
+
+Cursor = Annotated[
+    str | None,
+    Query(
+        max_length=1024,
+        pattern=_NO_NUL,
+        description="the `next_cursor` of the previous page; absent for the first page",
+    ),
+]
+
+MAX_AGE_S = 10 * 366 * 86400.0
+"""The oldest ``older_than`` a filter takes (ten years): bounded, so it is always a time."""
+
+OlderThan = Annotated[
+    float | None,
+    Query(
+        ge=0,
+        le=MAX_AGE_S,
+        allow_inf_nan=False,
+        description="only those last changed at least this many seconds ago",
+    ),
+]
+
+DlqId = Annotated[
+    str, Path(pattern=r"^dlq-[0-9a-f]{24}$", description="a DLQ id: dlq- and 24 hex digits")
+]
+
+
+__all__ = ["MAX_AGE_S", "Cursor", "DlqId", "OlderThan", "OperationId", "text_filter"]
