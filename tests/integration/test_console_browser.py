@@ -163,9 +163,16 @@ class Console:
         wait_until(clicked, timeout_s=PAGE_WAIT_S, what=f"{css} to be clickable")
 
     def fill(self, css: str, value: str) -> None:
-        field = self.driver.find_element(By.CSS_SELECTOR, css)
-        field.clear()
-        field.send_keys(value)
+        def filled() -> bool:
+            try:
+                field = self.driver.find_element(By.CSS_SELECTOR, css)
+                field.clear()
+                field.send_keys(value)
+            except (NoSuchElementException, StaleElementReferenceException):
+                return False  # the page is still loading, or was swapped meanwhile
+            return True
+
+        wait_until(filled, timeout_s=PAGE_WAIT_S, what=f"{css} to be filled")
 
     def path(self) -> str:
         current: str = self.driver.current_url

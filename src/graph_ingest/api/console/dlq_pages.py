@@ -5,7 +5,7 @@ the POST that does it with the operator's token (``tokens``)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -42,8 +42,11 @@ Action = Literal["replay", "purge"]
 LIVE_S = 5
 
 
-def _age(entry: DlqEntry) -> str:
-    return format_age((datetime.now(UTC) - entry.dead_lettered_at).total_seconds())
+def _ages(services: ApiServices) -> Callable[[DlqEntry], str]:
+    """How long ago an entry was dead-lettered, by the database's clock (the one that stamped
+    it, and the one of ``dlq list --older-than``)."""
+    now = services.store.database_time()
+    return lambda entry: format_age((now - entry.dead_lettered_at).total_seconds())
 
 
 @router.get("/ui/dlq", name="console_dlq")
@@ -55,11 +58,12 @@ def entries(request: Request) -> HTMLResponse:
         "statuses": list(DlqStatus),
         "codes": list(StatusCode),
         "page_size": DLQ_PAGE,
-        "age": _age,
     }
     try:
+        services = services_of(request)
+        shown["age"] = _ages(services)
         query = dlq_query(request.query_params)
-        listed = services_of(request).store.list_dlq_entries(query)
+        listed = services.store.list_dlq_entries(query)
     except InvalidQuery as exc:
         return render(request, "dlq.html", **shown, query=dlq_query({}), entries=None,
                       problem=exc.message, status_code=400)  # fmt: skip
@@ -75,6 +79,7 @@ def entry(request: Request, dlq_id: str) -> HTMLResponse:
         found = services.replayer.entry(dlq_id)
         envelope = decode_dlq_envelope(found.envelope)
         operation = services.store.get_operation(found.operation_id) if found.operation_id else None
+        age = _ages(services)
     except GraphIngestError as exc:
         return failure_page(request, exc, section="dlq")
     summary = plan_summary(envelope)
@@ -84,7 +89,7 @@ def entry(request: Request, dlq_id: str) -> HTMLResponse:
         title=f"DLQ entry {dlq_id}",
         section="dlq",
         live=LIVE_S,
-        age=_age,
+        age=age,
         entry=found,
         envelope=envelope,
         operation=operation,
