@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -62,6 +63,18 @@ def _browser_or_skip() -> None:
     if os.environ.get("CI"):
         pytest.fail(f"CI must run the browser test: {message}")
     pytest.skip(message)
+
+
+def test_under_ci_a_missing_browser_fails_and_elsewhere_it_skips(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", Path("/nonexistent/chromium"))
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must run the browser test"):
+        _browser_or_skip()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="/nonexistent/chromium not installed"):
+        _browser_or_skip()
 
 
 @pytest.fixture
