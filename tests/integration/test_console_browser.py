@@ -243,6 +243,8 @@ def test_an_operator_finds_a_dead_lettered_operation_and_replays_it_to_completed
         consequences = console.wait_text("#consequences", lambda t: op in t, "the consequences")
         assert f"operation {op} goes back to {settings.topics.plans}" in consequences
         assert console.text("#token-name") == TOKEN_NAME
+        SCREENSHOTS.mkdir(exist_ok=True)
+        assert browser.save_screenshot(str(SCREENSHOTS / "console-replay-confirmation.png"))
         console.fill("#reason", "the missing node exists now")
         console.click("#confirm")
 
@@ -252,7 +254,6 @@ def test_an_operator_finds_a_dead_lettered_operation_and_replays_it_to_completed
         console.click("#operation-link")
         console.wait_text("#stage", lambda t: t == "COMPLETED", "live refresh to show COMPLETED")
         console.wait_text("#refreshed", lambda t: t.startswith("refreshed "), "a live refresh")
-        SCREENSHOTS.mkdir(exist_ok=True)
         assert browser.save_screenshot(str(SCREENSHOTS / "console-replayed-operation.png"))
         assert "COMPLETED" in (console.text("#timeline") or "")
         pipeline.wait_stage(op, Stage.COMPLETED)
