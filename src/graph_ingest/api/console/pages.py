@@ -4,7 +4,6 @@ with its code, error id and trace id instead of a stack trace."""
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime
 from importlib.resources import files
 from typing import Any
@@ -14,12 +13,9 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 
 from graph_ingest.api.console.tokens import acting_as
-from graph_ingest.api.errors import http_status_of, trace_id_of
-from graph_ingest.domain.error_detail import new_error_id
+from graph_ingest.api.errors import ErrorResponse, error_response
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.resilience.classify import error_info
-
-log = logging.getLogger(__name__)
 
 PACKAGE = "graph_ingest.api.console"
 STATIC = files(PACKAGE) / "static"
@@ -74,28 +70,18 @@ def render(
 
 def failure_page(request: Request, exc: GraphIngestError, *, section: str) -> HTMLResponse:
     """A failure as a page: its code and message, and the error and trace ids it is logged
-    under (an unreachable PostgreSQL is a 503 page, a bad filter a 400 one)."""
+    under (an unreachable PostgreSQL is a 503 page, a bad filter a 400 one). The API's own
+    ``error_response`` logs it and picks the status, so both surfaces report a failure alike."""
     info = error_info(exc)
-    status = http_status_of(info.code)
-    error_id, trace_id = new_error_id(), trace_id_of(request)
-    log.log(
-        logging.ERROR if status >= 500 else logging.INFO,
-        "%s %s: %d %s %s (error %s, trace %s)",
-        request.method,
-        request.url.path,
-        status,
-        info.code,
-        info.message,
-        error_id,
-        trace_id,
-    )
+    answer = error_response(request, info.code, info.message)
+    error = ErrorResponse.model_validate_json(bytes(answer.body)).error
     return render(
         request,
         "error.html",
-        title=f"{info.code}",
+        title=f"{error.code}",
         section=section,
-        status_code=status,
-        problem=f"{info.message} (error {error_id}, trace {trace_id})",
+        status_code=answer.status_code,
+        problem=f"{error.message} (error {error.error_id}, trace {error.trace_id})",
     )
 
 
