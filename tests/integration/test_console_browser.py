@@ -159,6 +159,13 @@ class Console:
         except (NoSuchElementException, StaleElementReferenceException):
             return None
 
+    def attributes(self, css: str, name: str) -> list[str | None] | None:
+        """An attribute of every element ``css`` selects; None if a refresh swapped them."""
+        try:
+            return [e.get_attribute(name) for e in self.driver.find_elements(By.CSS_SELECTOR, css)]
+        except StaleElementReferenceException:
+            return None
+
     def wait_text(self, css: str, wanted: Callable[[str], bool], what: str) -> str:
         def seen() -> str | None:
             text = self.text(css)
@@ -219,7 +226,15 @@ def test_an_operator_finds_a_dead_lettered_operation_and_replays_it_to_completed
         console.fill("#operation-filters input[name=document]", "doc-console")
         Select(browser.find_element(By.NAME, "stage")).select_by_visible_text("DEAD_LETTERED")
         console.click("#operation-filters button[type=submit]")
-        # (live refresh shows it once the projector has folded it)
+        # (live refresh shows it once the projector has folded it), and only it: the completed
+        # plan of another document is filtered out
+        console.wait_text("#operations tbody", lambda t: op in t, "the operation listed")
+        listed = wait_until(
+            lambda: console.attributes("#operations tbody tr", "data-operation"),
+            timeout_s=PAGE_WAIT_S,
+            what="the listed operations",
+        )
+        assert listed == [op]
         console.click(f"tr[data-operation='{op}'] a")
 
         # Then its timeline shows the steps that led to the DLQ, and the failed attempt's trace
