@@ -48,6 +48,12 @@ def test_a_purge_shows_what_it_strands_is_refused_then_forced_as_the_token_owner
     leader = pipeline.store.get_operation(v1.operation_id).dlq_id  # type: ignore[union-attr]
     assert leader is not None
     with console(with_tokens(pipeline.settings, {TOKEN_NAME: TOKEN})) as client:
+        # When the operator lists the DLQ: both entries, and the counts
+        listed = client.get("/ui/dlq", params={"status": "pending_review", "document": "doc-lead"})
+        assert listed.status_code == 200, listed.text
+        assert listed.text.count('data-status="PENDING_REVIEW"') == 2
+        assert "DLQ: 2 entries: 2 PENDING_REVIEW, 0 REPLAYED, 0 RESOLVED" in listed.text
+
         # When the operator asks to purge v1's entry: the confirmation names v2
         page = client.get(f"/ui/dlq/{leader}/purge")
         assert page.status_code == 200, page.text

@@ -26,7 +26,7 @@ from graph_ingest.api.services import ApiServices, services_of
 from graph_ingest.dlq.errors import DlqRefused
 from graph_ingest.dlq.purge import purge, stranded_by
 from graph_ingest.dlq.replay import Replay, RequestReplay
-from graph_ingest.dlq.views import PlanSummary, format_age, plan_summary
+from graph_ingest.dlq.views import PlanSummary, format_age, plan_summary, stats_lines
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.failure_view import AttemptView
@@ -64,9 +64,10 @@ def entries(request: Request) -> HTMLResponse:
         shown["age"] = _ages(services)
         query = dlq_query(request.query_params)
         listed = services.store.list_dlq_entries(query)
+        shown["stats"] = stats_lines(services.store.dlq_stats())[0]
     except InvalidQuery as exc:
         return render(request, "dlq.html", **shown, query=dlq_query({}), entries=None,
-                      problem=exc.message, status_code=400)  # fmt: skip
+                      stats=None, problem=exc.message, status_code=400)  # fmt: skip
     except GraphIngestError as exc:
         return failure_page(request, exc, section="dlq")
     return render(request, "dlq.html", **shown, query=query, entries=listed)
