@@ -25,7 +25,7 @@ from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.schemas.messages import dlq_message
-from graph_ingest.store.base import OperationStore
+from graph_ingest.store.base import OperationStore, UnitOfWork
 from graph_ingest.store.dlq_index import DlqEntry
 
 
@@ -62,12 +62,8 @@ def purge(
         raise DlqEntryNotFound(f"DLQ entry {dlq_id} not found")
     now = datetime.now(UTC)
     with store.unit_of_work() as uow:
-        if listed.space is not None and listed.document_id is not None:
-            uow.lock_documents([(listed.space, listed.document_id)])
+        leader, followers = _leader_and_followers(uow, listed)
         op_id = listed.operation_id
-        leader = uow.lock_operations([op_id]).get(op_id) if op_id else None
-        led = leader is not None and leader.stage is Stage.DEAD_LETTERED
-        followers = uow.waiting_behind(leader) if leader is not None and led else []
         entry = uow.dlq_entries([dlq_id]).get(dlq_id)
         if entry is None:
             raise DlqEntryNotFound(f"DLQ entry {dlq_id} not found")
@@ -91,6 +87,30 @@ def purge(
         uow.put_dlq_entries(resolved)
         uow.enqueue([dlq_message(dlq_topic, e) for e in resolved])
     return Purged(resolved[0], tuple(c for c in changes if c.stage is Stage.CONFLICT))
+
+
+def _leader_and_followers(
+    uow: UnitOfWork, listed: DlqEntry
+) -> tuple[Operation | None, list[Operation]]:
+    """The entry's operation (locked, after its document) and, while it is DEAD_LETTERED, the
+    later versions that wait behind it (what a purge strands)."""
+    if listed.space is not None and listed.document_id is not None:
+        uow.lock_documents([(listed.space, listed.document_id)])
+    op_id = listed.operation_id
+    leader = uow.lock_operations([op_id]).get(op_id) if op_id else None
+    if leader is None or leader.stage is not Stage.DEAD_LETTERED:
+        return leader, []
+    return leader, uow.waiting_behind(leader)
+
+
+def stranded_by(store: OperationStore, dlq_id: str) -> tuple[Operation, ...]:
+    """What a purge of the entry would strand now (the versions waiting behind its operation),
+    read as ``purge`` reads it and changing nothing: for a confirmation shown before it."""
+    listed = store.get_dlq_entry(dlq_id)
+    if listed is None:
+        raise DlqEntryNotFound(f"DLQ entry {dlq_id} not found")
+    with store.unit_of_work() as uow:
+        return tuple(_leader_and_followers(uow, listed)[1])
 
 
 def _to_conflict(leader: Operation, followers: list[Operation], now: datetime) -> list[Operation]:
@@ -121,4 +141,4 @@ def _strands(entry: DlqEntry, leader: Operation, followers: list[Operation]) -> 
     )
 
 
-__all__ = ["Purged", "leader_purged", "purge"]
+__all__ = ["Purged", "leader_purged", "purge", "stranded_by"]

@@ -1,0 +1,132 @@
+"""The console's pages in-process (``TestClient``) over real PostgreSQL and Kafka: what a browser
+test would be slow to walk. A purge's confirmation names the versions it strands, the purge is
+refused until forced; without a token, or with none configured, an action is refused with the
+API's own message; bad filters and unknown ids are pages that say so, never a 500; the console
+is not in the API's OpenAPI document."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from graph_ingest.api.app import create_app
+from graph_ingest.api.auth import NOT_CONFIGURED
+from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.stages import Stage
+from graph_ingest.settings import Settings
+from graph_ingest.wiring import postgres_store
+from tests.integration.pipeline import Pipeline
+from tests.integration.test_dlq_cli import leader_and_follower
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+TOKEN_NAME, TOKEN = "oncall", "s3cret-console-token"
+
+
+def with_tokens(settings: Settings, tokens: dict[str, str]) -> Settings:
+    secrets = {name: SecretStr(token) for name, token in tokens.items()}
+    return settings.model_copy(update={"api": settings.api.model_copy(update={"tokens": secrets})})
+
+
+@contextmanager
+def console(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings, postgres_store), follow_redirects=False) as client:
+        yield client
+
+
+def test_a_purge_shows_what_it_strands_is_refused_then_forced_as_the_token_owner(
+    pipeline: Pipeline,
+) -> None:
+    # Given v1 in the DLQ and v2 behind it
+    pipeline.start_applier()
+    v1, v2 = leader_and_follower(pipeline, "doc-lead")
+    leader = pipeline.store.get_operation(v1.operation_id).dlq_id  # type: ignore[union-attr]
+    assert leader is not None
+    with console(with_tokens(pipeline.settings, {TOKEN_NAME: TOKEN})) as client:
+        # When the operator lists the DLQ: both entries, and the counts
+        listed = client.get("/ui/dlq", params={"status": "pending_review", "document": "doc-lead"})
+        assert listed.status_code == 200, listed.text
+        assert listed.text.count('data-status="PENDING_REVIEW"') == 2
+        assert "DLQ: 2 entries: 2 PENDING_REVIEW, 0 REPLAYED, 0 RESOLVED" in listed.text
+
+        # When the operator asks to purge v1's entry: the confirmation names v2
+        page = client.get(f"/ui/dlq/{leader}/purge")
+        assert page.status_code == 200, page.text
+        assert "1 later version(s) wait behind it and would be stranded" in page.text
+        assert f"{v2.operation_id} (DEAD_LETTERED)" in page.text
+
+        # Then without a token the purge is refused with the API's message, nothing changed
+        refused = client.post(f"/ui/dlq/{leader}/purge", data={"reason": "bad extraction"})
+        assert refused.status_code == 401, refused.text
+        assert "send Authorization: Bearer" in refused.text
+
+        # When they give their token and purge without forcing: refused, naming v2
+        saved = client.post("/ui/token", data={"token": TOKEN, "next": f"/ui/dlq/{leader}/purge"})
+        assert (saved.status_code, saved.headers["location"]) == (303, f"/ui/dlq/{leader}/purge")
+        assert "httponly" in saved.headers["set-cookie"].lower()
+        refused = client.post(f"/ui/dlq/{leader}/purge", data={"reason": "bad extraction"})
+        assert refused.status_code == 409, refused.text
+        assert v2.operation_id in refused.text
+        assert pipeline.store.get_dlq_entry(leader).status is DlqStatus.PENDING_REVIEW  # type: ignore[union-attr]
+
+        # and forced: RESOLVED with the reason and who, v2 moved to CONFLICT
+        done = client.post(
+            f"/ui/dlq/{leader}/purge", data={"reason": "bad extraction", "force": "true"}
+        )
+        assert done.status_code == 303, done.text
+        shown = client.get(done.headers["location"])
+        assert f"purged by {TOKEN_NAME}; moved to CONFLICT: {v2.operation_id}" in shown.text
+    purged = pipeline.store.get_dlq_entry(leader)
+    assert purged is not None and purged.status is DlqStatus.RESOLVED
+    assert pipeline.store.get_operation(v2.operation_id).stage is Stage.CONFLICT  # type: ignore[union-attr]
+
+
+def test_without_a_configured_token_actions_are_refused_with_the_api_message(
+    pipeline: Pipeline,
+) -> None:
+    with console(with_tokens(pipeline.settings, {})) as client:
+        form = client.get("/ui/token")
+        assert NOT_CONFIGURED in html.unescape(form.text)
+
+        saved = client.post("/ui/token", data={"token": "anything", "next": "/ui"})
+        assert saved.status_code == 403
+        assert "set-cookie" not in saved.headers
+
+        # (the action itself checks the cookie with the API's require_token: see the purge test)
+
+
+def test_bad_input_is_a_page_that_says_so_and_the_console_is_not_in_the_openapi(
+    pipeline: Pipeline,
+) -> None:
+    with console(pipeline.settings) as client:
+        bad_stage = client.get("/ui", params={"stage": "DONE"})
+        assert bad_stage.status_code == 400
+        assert "stage must be one of PREPARED" in bad_stage.text
+        bad_cursor = client.get("/ui", params={"cursor": "nonsense"})
+        assert bad_cursor.status_code == 400
+        assert "not a cursor this service gave out" in bad_cursor.text
+        assert client.get("/ui/dlq", params={"code": "nope"}).status_code == 400
+        unknown = client.get("/ui/dlq/dlq-nope")
+        assert unknown.status_code == 404 and "DLQ entry dlq-nope not found" in unknown.text
+        assert client.get("/ui/dlq/dlq-nope/replay").status_code == 404
+        assert client.get("/ui/operations/op-nope").status_code == 404
+        assert (
+            client.get("/ui/static/console.js")
+            .headers["content-type"]
+            .startswith("text/javascript")
+        )
+        assert client.get("/ui/static/../app.py").status_code == 404
+        # a next that leaves the console is not followed
+        saved = client.post("/ui/token", data={"token": "x", "next": "https://evil.example/"})
+        assert saved.status_code in (401, 403)
+        assert 'value="/ui"' in saved.text
+        projections = client.get("/ui/projections")
+        assert projections.status_code == 200, projections.text
+        assert 'data-projection="operation_status"' in projections.text
+        paths = client.get("/openapi.json").json()["paths"]
+        assert not [path for path in paths if path.startswith("/ui")]
