@@ -133,6 +133,17 @@ def test_an_older_snapshot_is_a_duplicate_and_a_no_op_never_names_the_state() ->
     assert (again.revision, again.operation_id) == (2, "op-b")
 
 
+def test_a_completed_no_op_event_leaves_the_revision_where_it_was() -> None:
+    no_op = [
+        op.model_copy(update={"expected_revision": 2, "plan_kind": PlanKind.NO_OP})
+        for op in history("op-d", COMPLETED, document="doc-1")
+    ]
+    view = fold_all([*document_histories(), *no_op])
+    assert view is not None
+    assert (view.revision, view.operation_id) == (2, "op-b")
+    assert [o.plan_kind for o in view.operations if o.operation_id == "op-d"] == [PlanKind.NO_OP]
+
+
 def message(topic: str, value: bytes | None, key: bytes | None = b"k") -> Message:
     return Message(topic=topic, partition=1, offset=5, key=key, value=value, headers=None)
 

@@ -48,7 +48,7 @@ class DocumentOperation:
             expected_revision=operation.expected_revision,
             stage=operation.stage,
             sequence=operation.sequence,
-            plan_kind=None,  # the operation event v1 does not carry the plan's kind
+            plan_kind=operation.plan_kind,  # None from an operation event v1
             created_at=operation.created_at,
             updated_at=operation.updated_at,
         )
