@@ -52,7 +52,7 @@ def unfolded(
         context=f"reading the lag of {topic}",
     )
     try:
-        ranges = _unread_ranges(consumer, topic, folded, timeout_s)
+        ranges = unread_ranges(consumer, topic, folded, timeout_s)
         consumer.assign([TopicPartition(topic, p, start) for p, (start, _) in ranges.items()])
         first = _first_times(consumer, topic, set(ranges), time.monotonic() + timeout_s)
     except KafkaException as exc:
@@ -62,7 +62,7 @@ def unfolded(
     return [Unfolded(end - start, first[p]) for p, (start, end) in ranges.items() if p in first]
 
 
-def _unread_ranges(
+def unread_ranges(
     consumer: Consumer, topic: str, folded: Mapping[int, int], timeout_s: float
 ) -> dict[int, tuple[int, int]]:
     """Partition -> (first offset not folded, end offset), for partitions not read to the end."""
@@ -110,4 +110,4 @@ def _first_times(
     return first
 
 
-__all__ = ["operations_lag", "unfolded"]
+__all__ = ["operations_lag", "unfolded", "unread_ranges"]

@@ -13,6 +13,8 @@ group of its own (``PROJECTOR__GROUP_ID``), on the runtime every worker shares.
 * **An event the tables refuse** (a permanent error): the batch is folded event by event; the
   one that still fails is logged and skipped, its position recorded: never a crash loop.
 * **SIGTERM** (``stop``): the batch in hand is folded and committed, then the worker leaves.
+* **Tables being rebuilt** (``projections rebuild`` holds their lock): refused at start; the
+  projector folds the live tables while a rebuild builds its own beside them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from confluent_kafka import OFFSET_BEGINNING
 
 from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait
+from graph_ingest.domain.errors import GraphIngestError
+from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.consumer import Partition, TypedConsumer
 from graph_ingest.projections.events import OperationEvent, decode_operation_event
 from graph_ingest.projections.tables import OPERATION_STATUS, Position, ReadTables
@@ -35,6 +39,11 @@ from graph_ingest.settings import Settings
 from graph_ingest.store.errors import StoreError
 
 log = logging.getLogger(__name__)
+
+
+def projected_topics(settings: Settings) -> list[str]:
+    """Every topic the projector folds (``projections rebuild`` reads the same ones)."""
+    return [settings.topics.operations]
 
 
 class Projector:
@@ -50,7 +59,7 @@ class Projector:
         rebalance = RebalanceHooks(hooks, on_revoke=lambda _revoked: None)  # nothing held back
         self._consumer: TypedConsumer[OperationEvent] = TypedConsumer(
             settings.kafka.consumer_config(self._settings.group_id),
-            [settings.topics.operations],
+            projected_topics(settings),
             on_revoke=rebalance.revoked,
             on_assign=rebalance.assigned,
             starting_offsets=self._starting_offsets,
@@ -58,6 +67,12 @@ class Projector:
         )
 
     def run(self, stop: threading.Event) -> None:
+        if self._tables.being_rebuilt():
+            raise GraphIngestError(
+                f"{self._tables.schema} is being rebuilt by `graph-ingest projections rebuild`: "
+                "no projector folds into a rebuild's tables (run it against the live ones)",
+                code=StatusCode.FAILED_PRECONDITION,
+            )
         self._consumer.start()
         try:
             while not stop.is_set():
@@ -83,42 +98,13 @@ class Projector:
     def _fold(self, events: Sequence[OperationEvent], stop: threading.Event) -> None:
         started = time.monotonic()
         try:
-            outcomes = self._fold_batch(events)
+            outcomes = fold_batch(self._tables, events)
         except StoreError as exc:  # transient: PostgreSQL down, a lock timeout
             self._wait_out(events, exc, stop)
             return
         attempts = self._backoff.succeeded() + 1
         self._hooks.batch_handled(outcomes, time.monotonic() - started, attempts)
         self._hooks.committed(self._consumer.commit(_next_offsets(events)))
-
-    def _fold_batch(self, events: Sequence[OperationEvent]) -> dict[Position, str]:
-        try:
-            return self._tables.fold(events)
-        except StoreError as exc:
-            if exc.code.is_transient:
-                raise
-            return self._fold_one_by_one(events)
-
-    def _fold_one_by_one(self, events: Sequence[OperationEvent]) -> dict[Position, str]:
-        """Fold each event alone; one the tables still refuse is skipped (logged, its position
-        recorded). A transient error meanwhile is raised: the batch is read again."""
-        outcomes: dict[Position, str] = {}
-        for event in events:
-            try:
-                outcomes |= self._tables.fold([event])
-            except StoreError as exc:
-                if exc.code.is_transient:
-                    raise
-                log.error(
-                    "%s[%d]@%d op=%s: the read tables refuse the event (%s): skipped",
-                    event.topic,
-                    event.partition,
-                    event.offset,
-                    event.operation.operation_id if event.operation else None,
-                    exc,
-                )
-                outcomes |= self._tables.fold([dataclasses.replace(event, operation=None)])
-        return outcomes
 
     def _wait_out(
         self, events: Sequence[OperationEvent], exc: StoreError, stop: threading.Event
@@ -155,6 +141,39 @@ class Projector:
         self._consumer.rewind(first)
 
 
+def fold_batch(tables: ReadTables, events: Sequence[OperationEvent]) -> dict[Position, str]:
+    """Fold ``events`` into ``tables`` in one transaction; should the tables refuse the batch
+    (a permanent error), event by event. A transient error is raised: read the batch again."""
+    try:
+        return tables.fold(events)
+    except StoreError as exc:
+        if exc.code.is_transient:
+            raise
+        return _fold_one_by_one(tables, events)
+
+
+def _fold_one_by_one(tables: ReadTables, events: Sequence[OperationEvent]) -> dict[Position, str]:
+    """Fold each event alone; one the tables still refuse is skipped (logged, its position
+    recorded). A transient error meanwhile is raised: the batch is read again."""
+    outcomes: dict[Position, str] = {}
+    for event in events:
+        try:
+            outcomes |= tables.fold([event])
+        except StoreError as exc:
+            if exc.code.is_transient:
+                raise
+            log.error(
+                "%s[%d]@%d op=%s: the read tables refuse the event (%s): skipped",
+                event.topic,
+                event.partition,
+                event.offset,
+                event.operation.operation_id if event.operation else None,
+                exc,
+            )
+            outcomes |= tables.fold([dataclasses.replace(event, operation=None)])
+    return outcomes
+
+
 def _next_offsets(events: Sequence[OperationEvent]) -> dict[Partition, int]:
     offsets: dict[Partition, int] = {}
     for event in events:
@@ -163,4 +182,4 @@ def _next_offsets(events: Sequence[OperationEvent]) -> dict[Partition, int]:
     return offsets
 
 
-__all__ = ["Projector"]
+__all__ = ["Projector", "fold_batch", "projected_topics"]

@@ -1,0 +1,209 @@
+"""`graph-ingest projections rebuild` on real Kafka and PostgreSQL: after a real pipeline run the
+rebuilt tables answer the same and are switched in while the projector runs; a dry run and a
+mismatch leave the live tables; a stopped rebuild resumes; a second rebuild, and a projector on
+the rebuild's tables, are refused."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+
+from graph_ingest.cli.main import cli
+from graph_ingest.consumers.hooks import Hooks
+from graph_ingest.domain.errors import GraphIngestError
+from graph_ingest.domain.stages import Stage
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.projections.projector import Projector
+from graph_ingest.projections.queries import OperationQueries
+from graph_ingest.projections.rebuild import Rebuild, rebuild_schema
+from graph_ingest.projections.tables import ReadTables, read_schema
+from graph_ingest.settings import Settings
+from graph_ingest.waiting import wait_until
+from graph_ingest.wiring import run_projector
+from tests.integration.pipeline import FailingWriter, Pipeline
+from tests.integration.projection_helpers import (
+    BABBAGE,
+    alice_plans,
+    opened_read_tables,
+    projector_env,
+    projector_settings,
+    sent_and_folded,
+    status_rows,
+    summary,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def rebuilt(pipeline: Pipeline) -> Iterator[Pipeline]:
+    """``pipeline``, its rebuild schema dropped at the end too."""
+    yield pipeline
+    with psycopg.connect(pipeline.settings.postgres.conninfo(), autocommit=True) as conn:
+        conn.execute(
+            f'DROP SCHEMA IF EXISTS "{rebuild_schema(pipeline.settings.postgres)}" CASCADE'
+        )
+
+
+def rebuild_cli(pipeline: Pipeline, *args: str) -> tuple[Result, dict[str, Any]]:
+    result = CliRunner(env=projector_env(pipeline)).invoke(
+        cli, ["projections", "rebuild", "--json", "--wait-live", "20", *args]
+    )
+    return result, json.loads(result.stdout) if result.stdout.strip() else {}
+
+
+def answers(tables: ReadTables, operation_ids: list[str]) -> tuple[Any, ...]:
+    """What the read service says: each operation, and the whole listing page by page."""
+    queries = OperationQueries(tables)
+    pages, cursor = [], None
+    while True:
+        page = queries.list_operations(limit=3, cursor=cursor)
+        pages.append(page.operations)
+        if (cursor := page.next_cursor) is None:
+            break
+    return tuple(queries.operation_status(op) for op in operation_ids), tuple(pages)
+
+
+def table_oid(settings: Settings) -> int:
+    """The live operation_status table's identity: it changes only when a switch replaces it."""
+    with psycopg.connect(settings.postgres.conninfo()) as conn:
+        name = f'"{read_schema(settings.postgres)}".operation_status'
+        row = conn.execute("SELECT %s::regclass::oid", [name]).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_a_rebuild_after_a_real_run_answers_the_same_and_switches_while_the_projector_runs(
+    rebuilt: Pipeline,
+) -> None:
+    # Given a real applier's run (completed and dead-lettered) folded by a running projector
+    settings = projector_settings(rebuilt)
+    stop = threading.Event()
+    projector = threading.Thread(target=run_projector, args=(settings, stop), daemon=True)
+    rebuilt.start_applier(
+        FailingWriter(rebuilt.settings, StatusCode.DEADLINE_EXCEEDED, [BABBAGE.node_id("it")])
+    )
+    projector.start()
+    try:
+        plans = alice_plans(rebuilt, 5)
+        rebuilt.publish(*plans)
+        rebuilt.wait_stage(plans[0].operation_id, Stage.DEAD_LETTERED, timeout_s=120)
+        for plan in plans[1:]:
+            rebuilt.wait_stage(plan.operation_id, Stage.COMPLETED)
+        write_side = {
+            op: (stage, sequence, attempts)
+            for op, stage, sequence, attempts in rebuilt.sql(
+                "SELECT operation_id, stage, sequence, attempts FROM operations"
+            )
+        }
+        wait_until(
+            lambda: summary(status_rows(settings)) == write_side,
+            timeout_s=90,
+            what="the read table to agree with the write side",
+        )
+        ids = sorted(write_side)
+        with opened_read_tables(settings) as tables:
+            before = answers(tables, ids)
+        old_table = table_oid(settings)
+        # When the tables are rebuilt while the projector keeps running
+        result, outcome = rebuild_cli(rebuilt)
+        # Then the comparison says every table matches, and the rebuilt tables are live
+        assert result.exit_code == 0, result.output
+        assert outcome["switched"] and outcome["differing"] == []
+        [status] = [t for t in outcome["tables"] if t["table"] == "operation_status"]
+        assert status["live"] == status["rebuilt"] and status["live"]["rows"] == len(ids)
+        assert table_oid(settings) != old_table
+        # and the read service answers exactly as before
+        with opened_read_tables(settings) as tables:
+            assert answers(tables, ids) == before
+        assert projector.is_alive()
+    finally:
+        stop.set()
+        projector.join(timeout=60)
+    assert not projector.is_alive()
+
+
+def test_a_dry_run_and_a_mismatch_leave_the_live_tables(rebuilt: Pipeline) -> None:
+    # Given events folded by a projector
+    settings = projector_settings(rebuilt)
+    sent_and_folded(settings, 6)
+    live_table = table_oid(settings)
+    # When a dry run compares
+    result, outcome = rebuild_cli(rebuilt, "--dry-run")
+    # Then every table matches, and the live tables are left as they were
+    assert result.exit_code == 0, result.output
+    assert (outcome["switched"], outcome["differing"]) == (False, [])
+    assert table_oid(settings) == live_table
+    # When a row of the rebuild's tables is tampered with, and the rebuild is run for real
+    with psycopg.connect(settings.postgres.conninfo(), autocommit=True) as conn:
+        schema = rebuild_schema(settings.postgres)
+        conn.execute(
+            f"UPDATE \"{schema}\".operation_status SET attempts = 99 WHERE operation_id = 'op-1'"
+        )
+    result, outcome = rebuild_cli(rebuilt)
+    # Then the comparison names the table that differs and refuses to switch
+    assert result.exit_code == 1, result.output
+    assert (outcome["switched"], outcome["differing"]) == (False, ["operation_status"])
+    assert table_oid(settings) == live_table
+    # and --discard drops the rebuild's tables
+    discarded = CliRunner(env=projector_env(rebuilt)).invoke(
+        cli, ["projections", "rebuild", "--discard"]
+    )
+    assert discarded.exit_code == 0, discarded.output
+    with psycopg.connect(settings.postgres.conninfo()) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", [schema]
+        ).fetchone()
+        assert found == (0,)
+
+
+def test_a_stopped_rebuild_resumes_and_refuses_a_second_one_meanwhile(rebuilt: Pipeline) -> None:
+    # Given 30-odd events folded by a projector, and a rebuild reading 5 at a time
+    settings = projector_settings(rebuilt)
+    sent = sent_and_folded(settings, 12)
+    small = settings.model_copy(
+        update={"projector": settings.projector.model_copy(update={"batch_max_events": 5})}
+    )
+    progressed, go_on, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def after_a_batch(_folded: int) -> None:
+        progressed.set()
+        go_on.wait(120)
+
+    first = Rebuild(small, progress=after_a_batch)
+    outcome: list[Any] = []
+    running = threading.Thread(target=lambda: outcome.append(first.run(stop)), daemon=True)
+    running.start()
+    try:
+        assert progressed.wait(120), "the rebuild folded nothing"
+        # Then a second rebuild is refused while it runs
+        result, refused = rebuild_cli(rebuilt)
+        assert result.exit_code == 5, result.output
+        assert "another rebuild" in refused["error"]["message"]
+        # and so is a projector on the rebuild's tables
+        tables = ReadTables(settings.postgres, schema=first.schema)
+        tables.start()
+        try:
+            with pytest.raises(GraphIngestError, match="being rebuilt"):
+                Projector(settings, tables, hooks=Hooks("it")).run(threading.Event())
+        finally:
+            tables.close()
+    finally:
+        # When it is stopped midway
+        stop.set()
+        go_on.set()
+        running.join(timeout=120)
+    [stopped] = outcome
+    assert not stopped.completed and stopped.folded > 0
+    # Then run again, it goes on from where it stopped, matches and switches
+    result, resumed = rebuild_cli(rebuilt)
+    assert result.exit_code == 0, result.output
+    assert resumed["switched"] and resumed["differing"] == []
+    # having folded each message once across both runs
+    assert stopped.folded + resumed["folded"] == sent
