@@ -21,8 +21,8 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.projections.projector import Projector
 from graph_ingest.projections.queries import OperationQueries
-from graph_ingest.projections.rebuild import Rebuild, rebuild_schema
-from graph_ingest.projections.tables import ReadTables, read_schema
+from graph_ingest.projections.rebuild import Rebuild
+from graph_ingest.projections.tables import ReadTables, read_schema, rebuild_schema
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import run_projector
@@ -56,6 +56,12 @@ def rebuild_cli(pipeline: Pipeline, *args: str) -> tuple[Result, dict[str, Any]]
         cli, ["projections", "rebuild", "--json", "--wait-live", "20", *args]
     )
     return result, json.loads(result.stdout) if result.stdout.strip() else {}
+
+
+def projections_status(pipeline: Pipeline) -> list[dict[str, Any]]:
+    result = CliRunner(env=projector_env(pipeline)).invoke(cli, ["projections", "status", "--json"])
+    assert result.exit_code == 0, result.output
+    return list(json.loads(result.stdout))
 
 
 def answers(tables: ReadTables, operation_ids: list[str]) -> tuple[Any, ...]:
@@ -172,7 +178,10 @@ def test_a_stopped_rebuild_resumes_and_refuses_a_second_one_meanwhile(rebuilt: P
     )
     progressed, go_on, stop = threading.Event(), threading.Event(), threading.Event()
 
-    def after_a_batch(_folded: int) -> None:
+    first_batch: list[int] = []
+
+    def after_a_batch(folded: int) -> None:
+        first_batch.append(folded)
         progressed.set()
         go_on.wait(120)
 
@@ -182,6 +191,10 @@ def test_a_stopped_rebuild_resumes_and_refuses_a_second_one_meanwhile(rebuilt: P
     running.start()
     try:
         assert progressed.wait(120), "the rebuild folded nothing"
+        # Then `projections status` shows it rebuilding, with the offsets done and to do
+        live, rebuilding = projections_status(rebuilt)
+        assert (live["state"], rebuilding["state"]) == ("idle", "rebuilding")
+        assert rebuilding["progress"] == {"done": first_batch[0], "to_do": sent - first_batch[0]}
         # Then a second rebuild is refused while it runs
         result, refused = rebuild_cli(rebuilt)
         assert result.exit_code == 5, result.output
@@ -205,5 +218,6 @@ def test_a_stopped_rebuild_resumes_and_refuses_a_second_one_meanwhile(rebuilt: P
     result, resumed = rebuild_cli(rebuilt)
     assert result.exit_code == 0, result.output
     assert resumed["switched"] and resumed["differing"] == []
-    # having folded each message once across both runs
+    # having folded each message once across both runs; the status shows no rebuild any more
     assert stopped.folded + resumed["folded"] == sent
+    assert [lag["state"] for lag in projections_status(rebuilt)] == ["idle"]

@@ -15,6 +15,7 @@ from graph_ingest.cli.exit_codes import ExitCode, JsonCommand, reports_errors
 from graph_ingest.cli.signals import stopping_on_signals
 
 if TYPE_CHECKING:
+    from graph_ingest.projections.lag import ProjectionLag
     from graph_ingest.projections.rebuild import RebuildOutcome
 
 
@@ -32,27 +33,36 @@ def status(as_json: bool) -> None:
     Lag in three units: offsets behind the end of its topic, seconds behind (how long the
     oldest unfolded event has waited, from its own timestamp), and the age of the last event
     folded. State: idle (nothing to fold), catching_up, or stalled (behind, and its position
-    has not moved for PROJECTOR__STALLED_AFTER_S).
+    has not moved for PROJECTOR__STALLED_AFTER_S). While `projections rebuild` runs, its
+    tables are listed too, rebuilding, with the offsets done and still to do.
 
     \b
     Example:
       graph-ingest projections status --json
     """
-    from graph_ingest.projections.lag_reader import operations_lag
+    from graph_ingest.projections.lag_reader import projections_lag
     from graph_ingest.projections.tables import ReadTables
 
     settings = load_settings()
     tables = ReadTables(settings.postgres)
     tables.start()
     try:
-        lag = operations_lag(settings, tables)
+        lags = projections_lag(settings, tables)
     finally:
         tables.close()
     if as_json:
-        click.echo(json.dumps([asdict(lag)], indent=2))
+        click.echo(json.dumps([asdict(lag) for lag in lags], indent=2))
         return
+    for lag in lags:
+        click.echo(_lag_line(lag))
+
+
+def _lag_line(lag: ProjectionLag) -> str:
+    if lag.progress is not None:
+        done, to_do = lag.progress.done, lag.progress.to_do
+        return f"{lag.projection}  {lag.state.value}  {done} offsets done, {to_do} to do"
     age = "never" if lag.last_event_age_s is None else f"{lag.last_event_age_s:.1f}s ago"
-    click.echo(
+    return (
         f"{lag.projection}  {lag.state.value}  behind {lag.offsets_behind} offsets, "
         f"{lag.seconds_behind:.1f}s  last event {age}"
     )

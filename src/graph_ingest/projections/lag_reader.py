@@ -1,6 +1,6 @@
 """The lag of the operations projection, gathered: its positions from the read tables, what
 waits after them from the topic (a group-less reader: it joins no group and commits nothing),
-decided by ``projections.lag.lag_of``."""
+decided by ``projections.lag.lag_of``; and, while ``projections rebuild`` runs, the rebuild's."""
 
 from __future__ import annotations
 
@@ -16,27 +16,50 @@ from graph_ingest.kafka.consumer import open_consumer
 from graph_ingest.kafka.errors import KafkaIngestError, translate_kafka_error
 from graph_ingest.projections.events import message_time
 from graph_ingest.projections.lag import ProjectionLag, Unfolded, lag_of
-from graph_ingest.projections.tables import OPERATION_STATUS, ReadTables
+from graph_ingest.projections.tables import OPERATION_STATUS, ReadTables, rebuild_schema
 from graph_ingest.settings import Settings
 from graph_ingest.settings.kafka import KafkaSettings
+from graph_ingest.store.errors import StoreError
 
 _POLL_S = 0.2
 
 
-def operations_lag(
+REBUILD_SUFFIX = " (rebuild)"
+"""Names the lag of a rebuild's tables beside the live projection's."""
+
+
+def projections_lag(
     settings: Settings, tables: ReadTables, *, timeout_s: float = 30
+) -> list[ProjectionLag]:
+    """The lag of the live projection and, while a rebuild builds its tables, theirs."""
+    lags = [operations_lag(settings, tables, timeout_s=timeout_s)]
+    rebuild = tables.beside(rebuild_schema(settings.postgres))
+    if rebuild.being_rebuilt():
+        lags.append(operations_lag(settings, rebuild, timeout_s=timeout_s, rebuilding=True))
+    return lags
+
+
+def operations_lag(
+    settings: Settings, tables: ReadTables, *, timeout_s: float = 30, rebuilding: bool = False
 ) -> ProjectionLag:
-    """The lag of the operations projection now (``tables`` started)."""
+    """The lag of the operations projection now (``tables`` started); ``rebuilding``: of a
+    rebuild's tables (none yet, while it makes them: nothing done)."""
     topic = settings.topics.operations
-    folded = tables.progress(OPERATION_STATUS, topic)
+    try:
+        folded = tables.progress(OPERATION_STATUS, topic)
+    except StoreError:
+        if not rebuilding:
+            raise
+        folded = []
     positions = {f.partition[1]: f.offset for f in folded}
     waiting = unfolded(settings.kafka, topic, positions, timeout_s=timeout_s)
     return lag_of(
-        OPERATION_STATUS,
+        OPERATION_STATUS + (REBUILD_SUFFIX if rebuilding else ""),
         folded,
         waiting,
         now=datetime.now(UTC),
         stalled_s=settings.projector.stalled_after_s,
+        rebuilding=rebuilding,
     )
 
 
@@ -110,4 +133,4 @@ def _first_times(
     return first
 
 
-__all__ = ["operations_lag", "unfolded", "unread_ranges"]
+__all__ = ["REBUILD_SUFFIX", "operations_lag", "projections_lag", "unfolded", "unread_ranges"]

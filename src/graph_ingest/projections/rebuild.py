@@ -45,19 +45,13 @@ from graph_ingest.projections.rebuild_schema import (
     switch,
     tables_of,
 )
-from graph_ingest.projections.tables import ReadTables, read_schema
+from graph_ingest.projections.tables import ReadTables, read_schema, rebuild_schema
 from graph_ingest.settings import Settings
-from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.errors import StoreError
 from graph_ingest.store.postgres.translate import translating
 
 CATCH_UP_ROUNDS = 10
 """How often the live projector may move between a catch-up and the switch before giving up."""
-
-
-def rebuild_schema(settings: PostgresSettings) -> str:
-    """Where a rebuild builds: beside the live read schema."""
-    return f"{read_schema(settings)}_rebuild"
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,5 +238,4 @@ __all__ = [
     "RebuildRefused",
     "TableComparison",
     "compare",
-    "rebuild_schema",
 ]

@@ -100,6 +100,11 @@ def read_schema(settings: PostgresSettings) -> str:
     return f"{settings.schema_name}_read"
 
 
+def rebuild_schema(settings: PostgresSettings) -> str:
+    """Where ``projections rebuild`` builds fresh read tables: beside the live schema."""
+    return f"{read_schema(settings)}_rebuild"
+
+
 class ReadTables:
     """The read tables of one store schema (``schema``: another set of them, a rebuild's).
     Constructing it touches nothing; ``start`` opens its connection pool."""
@@ -118,6 +123,12 @@ class ReadTables:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+
+    def beside(self, schema: str) -> ReadTables:
+        """The read tables of ``schema`` on this one's connection pool (closing this closes it)."""
+        other = ReadTables(self._settings, schema=schema)
+        other._pool = self._pool
+        return other
 
     def fetch(self, query: sql.SQL | sql.Composed, params: dict[str, Any]) -> list[DictRow]:
         """The rows of one read (its own pooled connection; the read service's way in)."""
