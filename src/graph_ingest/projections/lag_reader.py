@@ -4,13 +4,17 @@ decided by ``projections.lag.lag_of``; and, while ``projections rebuild`` runs, 
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from datetime import UTC, datetime
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.consumer import open_consumer
 from graph_ingest.kafka.errors import KafkaIngestError, translate_kafka_error
@@ -22,6 +26,52 @@ from graph_ingest.settings.kafka import KafkaSettings
 from graph_ingest.store.errors import StoreError
 
 _POLL_S = 0.2
+_READ_TIMEOUT_S = 5.0
+"""How long a readiness probe may spend reading the lag (once every few seconds)."""
+
+
+class LagForReadiness:
+    """The projector's lag as its ``/health/ready`` shows it (``{"lag": [...]}``), read again
+    at most every ``max_age_s``: reading it opens a Kafka client, and a probe must answer fast
+    and often. One request at a time reads; the others meanwhile get the last value read. A lag
+    that cannot be read (Kafka or PostgreSQL away) is shown as the error: readiness reports it,
+    it does not decide on it. Call ``close`` when the worker stops."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        max_age_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settings = settings
+        self._tables = ReadTables(settings.postgres)
+        self._max_age_s = max_age_s
+        self._clock = clock
+        self._reading = threading.Lock()
+        self._read_at: float | None = None
+        self._last: dict[str, Any] = {"lag": "not read yet"}
+
+    def __call__(self) -> dict[str, Any]:
+        due = self._read_at is None or self._clock() - self._read_at >= self._max_age_s
+        if due and self._reading.acquire(blocking=False):
+            try:
+                self._last = {"lag": self._read()}
+                self._read_at = self._clock()
+            finally:
+                self._reading.release()
+        return self._last
+
+    def _read(self) -> list[dict[str, Any]] | str:
+        try:
+            self._tables.start()
+            lags = projections_lag(self._settings, self._tables, timeout_s=_READ_TIMEOUT_S)
+        except GraphIngestError as exc:
+            return f"unavailable: {exc}"
+        return [asdict(lag) for lag in lags]
+
+    def close(self) -> None:
+        self._tables.close()
 
 
 REBUILD_SUFFIX = " (rebuild)"
