@@ -21,7 +21,7 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.projections.projector import Projector
 from graph_ingest.projections.queries import OperationQueries
-from graph_ingest.projections.rebuild import Rebuild
+from graph_ingest.projections.rebuild import Rebuild, RebuildOutcome
 from graph_ingest.projections.tables import ReadTables, read_schema, rebuild_schema
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
@@ -169,38 +169,65 @@ def test_a_dry_run_and_a_mismatch_leave_the_live_tables(rebuilt: Pipeline) -> No
         assert found == (0,)
 
 
+class PausedRebuild:
+    """A rebuild on a thread reading 5 messages at a time, paused after its first batch until
+    ``finish`` lets it go on (or stops it)."""
+
+    def __init__(self, settings: Settings) -> None:
+        small = settings.projector.model_copy(update={"batch_max_events": 5})
+        self.rebuild = Rebuild(
+            settings.model_copy(update={"projector": small}), progress=self._after_a_batch
+        )
+        self.first_batch: list[int] = []
+        self._progressed, self._go_on, self._stop = (threading.Event() for _ in range(3))
+        self._outcome: list[RebuildOutcome | Exception] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self._outcome.append(self.rebuild.run(self._stop))
+        except Exception as exc:  # raised again by finish, on the test's thread
+            self._outcome.append(exc)
+
+    def _after_a_batch(self, folded: int) -> None:
+        if not self.first_batch:
+            self.first_batch.append(folded)
+            self._progressed.set()
+            self._go_on.wait(120)
+
+    def start(self) -> None:
+        self._thread.start()
+        assert self._progressed.wait(120), "the rebuild folded nothing"
+
+    def finish(self, *, stop: bool) -> RebuildOutcome:
+        if stop:
+            self._stop.set()
+        self._go_on.set()
+        self._thread.join(timeout=120)
+        [outcome] = self._outcome
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+
 def test_a_stopped_rebuild_resumes_and_refuses_a_second_one_meanwhile(rebuilt: Pipeline) -> None:
-    # Given 30-odd events folded by a projector, and a rebuild reading 5 at a time
+    # Given 30-odd events folded by a projector, and a rebuild paused after its first batch
     settings = projector_settings(rebuilt)
     sent = sent_and_folded(settings, 12)
-    small = settings.model_copy(
-        update={"projector": settings.projector.model_copy(update={"batch_max_events": 5})}
-    )
-    progressed, go_on, stop = threading.Event(), threading.Event(), threading.Event()
-
-    first_batch: list[int] = []
-
-    def after_a_batch(folded: int) -> None:
-        first_batch.append(folded)
-        progressed.set()
-        go_on.wait(120)
-
-    first = Rebuild(small, progress=after_a_batch)
-    outcome: list[Any] = []
-    running = threading.Thread(target=lambda: outcome.append(first.run(stop)), daemon=True)
-    running.start()
+    first = PausedRebuild(settings)
+    first.start()
     try:
-        assert progressed.wait(120), "the rebuild folded nothing"
         # Then `projections status` shows it rebuilding, with the offsets done and to do
         live, rebuilding = projections_status(rebuilt)
         assert (live["state"], rebuilding["state"]) == ("idle", "rebuilding")
-        assert rebuilding["progress"] == {"done": first_batch[0], "to_do": sent - first_batch[0]}
+        done = first.first_batch[0]
+        assert rebuilding["progress"] == {"done": done, "to_do": sent - done}
         # Then a second rebuild is refused while it runs
         result, refused = rebuild_cli(rebuilt)
         assert result.exit_code == 5, result.output
         assert "another rebuild" in refused["error"]["message"]
         # and so is a projector on the rebuild's tables
-        tables = ReadTables(settings.postgres, schema=first.schema)
+        tables = ReadTables(settings.postgres, schema=first.rebuild.schema)
         tables.start()
         try:
             with pytest.raises(GraphIngestError, match="being rebuilt"):
@@ -209,10 +236,7 @@ def test_a_stopped_rebuild_resumes_and_refuses_a_second_one_meanwhile(rebuilt: P
             tables.close()
     finally:
         # When it is stopped midway
-        stop.set()
-        go_on.set()
-        running.join(timeout=120)
-    [stopped] = outcome
+        stopped = first.finish(stop=True)
     assert not stopped.completed and stopped.folded > 0
     # Then run again, it goes on from where it stopped, matches and switches
     result, resumed = rebuild_cli(rebuilt)
@@ -221,3 +245,23 @@ def test_a_stopped_rebuild_resumes_and_refuses_a_second_one_meanwhile(rebuilt: P
     # having folded each message once across both runs; the status shows no rebuild any more
     assert stopped.folded + resumed["folded"] == sent
     assert [lag["state"] for lag in projections_status(rebuilt)] == ["idle"]
+
+
+def test_a_rebuild_catches_up_with_what_the_live_projector_folded_meanwhile(
+    rebuilt: Pipeline,
+) -> None:
+    # Given a rebuild that took the topic's end offsets, then paused
+    settings = projector_settings(rebuilt)
+    sent = sent_and_folded(settings, 6)
+    paused = PausedRebuild(settings)
+    paused.start()
+    try:
+        # When more events arrive and the live projector folds them meanwhile
+        sent += sent_and_folded(settings, 9)
+    finally:
+        outcome = paused.finish(stop=False)
+    # Then the rebuild folds on past the offsets it took, to the live positions, and switches
+    assert outcome.switched and outcome.differing == []
+    assert outcome.folded == sent
+    [status] = [t for t in outcome.tables if t.table == "operation_status"]
+    assert status.rebuilt is not None and status.rebuilt.rows == 9

@@ -11,8 +11,8 @@ ones keep serving, compared with them, and switched in only when they have caugh
    it got: stopped and run again, it goes on from there.
 3. **Catch up**: the live projector moves on meanwhile; the rebuild waits (``wait_live_s``) until
    the live tables are at least where it is, then folds on to exactly their positions.
-4. **Compare and switch**: in one transaction the live tables are locked (folds and readers wait
-   for it, briefly), their positions checked equal to the rebuild's (else the live projector
+4. **Compare and switch**: in one transaction the live tables are locked (folds wait for it;
+   readers too, briefly, unless this is a dry run), their positions checked equal to the rebuild's (else the live projector
    moved again: back to 3), every table's row count and digest compared, and, when all match and
    this is no dry run, the schemas renamed: live -> retired, rebuild -> live, retired dropped.
    A dry run, or a mismatch, leaves the live tables and keeps the rebuild's (run it again to
@@ -206,7 +206,7 @@ class Rebuild:
         run); None when the live projector moved meanwhile."""
         with conn.transaction():
             live_tables = tables_of(conn, self.live)
-            lock_live(conn, self.live, live_tables)
+            lock_live(conn, self.live, live_tables, readers=self._dry_run)
             positions = folded_positions(conn, self.live)
             if positions != folded_positions(conn, self.schema):
                 return None

@@ -125,15 +125,17 @@ def digests(
     return found
 
 
-def lock_live(conn: psycopg.Connection[Any], live: str, tables: Sequence[str]) -> None:
-    """Stop every fold into ``live`` until the transaction ends (readers wait too, briefly).
+def lock_live(
+    conn: psycopg.Connection[Any], live: str, tables: Sequence[str], *, readers: bool
+) -> None:
+    """Stop every fold into ``live`` until the transaction ends; ``readers``: let reads go on
+    (a comparison only), else they wait too (a switch, which drops the old tables, briefly).
     ``tracking_positions`` last: a fold writes it last, so a fold in flight finishes first."""
     ordered = sorted(tables, key=lambda table: (table == TRACKING, table))
+    mode = sql.SQL("EXCLUSIVE" if readers else "ACCESS EXCLUSIVE")
     conn.execute("SET LOCAL lock_timeout = '30s'")
     for table in ordered:
-        conn.execute(
-            sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(sql.Identifier(live, table))
-        )
+        conn.execute(sql.SQL("LOCK TABLE {} IN {} MODE").format(sql.Identifier(live, table), mode))
 
 
 def switch(conn: psycopg.Connection[Any], live: str, rebuild: str) -> None:
