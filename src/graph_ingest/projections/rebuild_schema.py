@@ -85,7 +85,9 @@ def make_like(conn: psycopg.Connection[Any], live: str, rebuild: str) -> list[st
     their rows: a resumed rebuild goes on from them); the live tables' names."""
     tables = tables_of(conn, live)
     if not tables:
-        raise RebuildRefused(f"schema {live} has no read tables: run `graph-ingest migrate` first")
+        raise RebuildRefused(
+            f"schema {live} has no read tables: run `graph-ingest db migrate` first"
+        )
     with conn.transaction():
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(rebuild)))
         for table in tables:
