@@ -121,6 +121,8 @@ class Rebuild:
                 return self._interrupted()
             for _ in range(CATCH_UP_ROUNDS):
                 live_at = self._wait_for_live(conn, stop)
+                if live_at is None:
+                    return self._interrupted()
                 end = {partition: offset + 1 for partition, offset in live_at.items()}
                 if not self._fold_to(conn, tables, end, stop):
                     return self._interrupted()
@@ -180,8 +182,9 @@ class Rebuild:
 
     def _wait_for_live(
         self, conn: psycopg.Connection[Any], stop: threading.Event
-    ) -> dict[Partition, int]:
-        """The live positions, once none is behind the rebuild's (the live projector folds on)."""
+    ) -> dict[Partition, int] | None:
+        """The live positions, once none is behind the rebuild's (the live projector folds
+        on); None when ``stop`` came first."""
         deadline = time.monotonic() + self._wait_live_s
         while True:
             live = folded_positions(conn, self.live)
@@ -192,7 +195,9 @@ class Rebuild:
             )
             if not ahead:
                 return live
-            if time.monotonic() >= deadline or stop.is_set():
+            if stop.is_set():
+                return None
+            if time.monotonic() >= deadline:
                 where = ", ".join(f"{topic}[{partition}]" for topic, partition in ahead)
                 raise RebuildRefused(
                     f"the live projection is behind the rebuild at {where} after "
