@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,11 +17,16 @@ from confluent_kafka import Message, Producer
 from psycopg.rows import dict_row
 
 from graph_ingest.domain.operation import Operation
+from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.projections.events import OperationEvent
 from graph_ingest.projections.tables import ReadTables, read_schema
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
+from graph_ingest.waiting import wait_until
+from graph_ingest.wiring import run_projector
 from tests.integration.pipeline import Pipeline
+from tests.operation_histories import PATHS, history
+from tests.samples import Entity, Relation, sample_plan
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,6 +38,26 @@ def projector_settings(pipeline: Pipeline) -> Settings:
         update={"group_id": f"{settings.applier.group_id}.projector", "batch_linger_s": 0.02}
     )
     return settings.model_copy(update={"projector": projector})
+
+
+BABBAGE = Entity("Person", "Babbage")
+"""Named only in the first of ``alice_plans``: a writer failing on him dead-letters that one."""
+
+
+def alice_plans(pipeline: Pipeline, count: int) -> list[IngestionPlan]:
+    """``count`` plans of documents saying Alice works at Acme, the first naming Babbage too."""
+    alice, acme = Entity("Person", "Alice"), Entity("Company", "Acme")
+    return [
+        sample_plan(
+            "it",
+            f"doc-{i}",
+            "Alice works at Acme.",
+            [alice, acme, *([BABBAGE] if i == 0 else [])],
+            [Relation(alice, "WORKS_AT", acme)],
+            graph=pipeline.graph,
+        )
+        for i in range(count)
+    ]
 
 
 def projector_env(pipeline: Pipeline) -> dict[str, str]:
@@ -86,6 +112,25 @@ def send_operations(
         producer.produce(settings.topics.operations, key=key, value=value, on_delivery=delivered)
     assert producer.flush(30) == 0
     return landed
+
+
+def sent_and_folded(settings: Settings, operations: int) -> int:
+    """The events of ``operations`` sent, folded by a projector that then stopped; how many."""
+    sent = [e for i in range(operations) for e in history(f"op-{i}", PATHS[i % len(PATHS)])]
+    send_operations(settings, sent)
+    stop = threading.Event()
+    projector = threading.Thread(target=run_projector, args=(settings, stop), daemon=True)
+    projector.start()
+    try:
+        wait_until(
+            lambda: summary(status_rows(settings)) == expected_summary(sent),
+            timeout_s=90,
+            what="every event folded",
+        )
+    finally:
+        stop.set()
+        projector.join(timeout=60)
+    return len(sent)
 
 
 def status_rows(settings: Settings) -> list[dict[str, Any]]:

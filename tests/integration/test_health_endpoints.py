@@ -21,7 +21,9 @@ from graph_ingest.observability.check import HealthUnreachable, ask
 from graph_ingest.observability.probes import ProbeAnswer
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
+from tests.integration.projection_helpers import send_operations
 from tests.integration.test_applier import doc_v1
+from tests.operation_histories import COMPLETED, history
 from tests.tcp_proxy import TcpProxy, free_port
 from tests.unit.test_health_server import check
 
@@ -216,6 +218,20 @@ def test_health_of_a_real_projector(pipeline: Pipeline, tmp_path: Path) -> None:
         assert (ready.status, ready.body["worker"]) == (200, "projector-health")
         assert (answer := worker.ask("startup")) is not None and answer.status == 200
         worker.stays_live(LIVE_MAX_AGE_S * 1.5, "ready")  # idle: only its polls beat
+        # When operation events arrive, its readiness shows the lag they leave: none once folded
+        send_operations(pipeline.settings, history("op-ready", COMPLETED))
+        ready = worker.ready_when(
+            lambda body: (
+                body["lag"][0]["last_event_age_s"] is not None and body["lag"][0]["state"] == "idle"
+            ),
+            "readiness to show the events folded",
+        )
+        [lag] = ready.body["lag"]
+        assert (lag["projection"], lag["offsets_behind"], lag["seconds_behind"]) == (
+            "operation_status",
+            0,
+            0.0,
+        )
         worker.process.send_signal(signal.SIGTERM)
         assert worker.process.wait(timeout=60) == 0, worker.log.read_text()
     finally:

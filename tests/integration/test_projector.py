@@ -27,24 +27,22 @@ from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import run_projector
 from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.integration.projection_helpers import (
+    BABBAGE,
+    alice_plans,
     expected_summary,
     positions,
     projector_env,
     projector_process,
     projector_settings,
     send_operations,
+    sent_and_folded,
     status_rows,
     summary,
 )
 from tests.operation_histories import COMPLETED, PATHS, history
 from tests.processes import stop_gracefully
-from tests.samples import Entity, Relation, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-ALICE = Entity("Person", "Alice")
-ACME = Entity("Company", "Acme")
-BABBAGE = Entity("Person", "Babbage")
 
 
 def write_side(pipeline: Pipeline) -> dict[str, tuple[str, int, int]]:
@@ -63,17 +61,7 @@ def test_the_read_table_agrees_with_the_write_side_of_a_real_applier(pipeline: P
     )
     projector.start()
     try:
-        plans = [
-            sample_plan(
-                "it",
-                f"doc-{i}",
-                "Alice works at Acme.",
-                [ALICE, ACME, *([BABBAGE] if i == 0 else [])],
-                [Relation(ALICE, "WORKS_AT", ACME)],
-                graph=pipeline.graph,
-            )
-            for i in range(6)
-        ]
+        plans = alice_plans(pipeline, 6)
         # When plans are applied or dead-lettered, and a message that is no operation event
         # arrives among their events
         pipeline.publish(*plans[:3])
@@ -204,20 +192,7 @@ def test_projections_status_shows_idle_then_stalled_in_three_units(pipeline: Pip
         return dict(projection)
 
     # Given a projector that folded every event, then stopped
-    events = [e for i in range(6) for e in history(f"op-{i}", PATHS[i % len(PATHS)])]
-    send_operations(settings, events)
-    stop = threading.Event()
-    projector = threading.Thread(target=run_projector, args=(settings, stop), daemon=True)
-    projector.start()
-    try:
-        wait_until(
-            lambda: summary(status_rows(settings)) == expected_summary(events),
-            timeout_s=90,
-            what="every event folded",
-        )
-    finally:
-        stop.set()
-        projector.join(timeout=60)
+    sent_and_folded(settings, 6)
     # Then it is idle, nothing behind, its last event as old as the last message
     idle = lag()
     assert (idle["state"], idle["offsets_behind"], idle["seconds_behind"]) == ("idle", 0, 0.0)

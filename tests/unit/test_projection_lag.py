@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph_ingest.projections.lag import LagState, Unfolded, lag_of
+from graph_ingest.projections.lag import LagState, RebuildProgress, Unfolded, lag_of
 from graph_ingest.projections.tables import FoldedUpTo
 
 pytestmark = pytest.mark.timeout(30)
@@ -48,3 +48,11 @@ def test_behind_and_not_moving_is_stalled(progress: list[FoldedUpTo]) -> None:
     assert lag.state is LagState.STALLED
     assert lag.offsets_behind == 1
     assert lag.last_event_age_s == (100.0 if progress else None)
+
+
+def test_a_rebuilds_tables_are_rebuilding_with_the_offsets_done_and_to_do() -> None:
+    progress = [folded(moved_s_ago=3600), FoldedUpTo(("ops", 1), 4, None, NOW)]
+    lag = lag_of("p", progress, [Unfolded(7, None)], now=NOW, stalled_s=60, rebuilding=True)
+    assert lag.state is LagState.REBUILDING
+    assert lag.progress == RebuildProgress(done=10 + 5, to_do=7)
+    assert lag_of("p", progress, [], now=NOW, stalled_s=60).progress is None

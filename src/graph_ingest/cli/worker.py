@@ -1,6 +1,9 @@
 """`graph-ingest worker …`: long-running consumer-group processes."""
 
+from __future__ import annotations
+
 from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 import click
 
@@ -9,6 +12,9 @@ from graph_ingest.cli.exit_codes import reports_errors
 from graph_ingest.cli.signals import stop_on_signals
 from graph_ingest.consumers.hooks import LoopSubscriber
 from graph_ingest.settings import Settings
+
+if TYPE_CHECKING:
+    from graph_ingest.observability.server import ReadyDetails
 
 health_port_option = click.option(
     "--health-port",
@@ -20,7 +26,7 @@ health_port_option = click.option(
 
 
 def _health(
-    settings: Settings, port: int | None, worker_id: str
+    settings: Settings, port: int | None, worker_id: str, details: ReadyDetails | None = None
 ) -> AbstractContextManager[tuple[LoopSubscriber, ...]]:
     """The health endpoints while the worker runs (``--health-port`` over the setting)."""
     from graph_ingest.observability.server import serving_health
@@ -28,7 +34,7 @@ def _health(
     health = settings.health
     if port is not None:
         health = health.model_copy(update={"port": port})
-    return serving_health(health, worker_id)
+    return serving_health(health, worker_id, details)
 
 
 @click.group()
@@ -123,11 +129,16 @@ def projector(health_port: int | None) -> None:
       GRAPH_INGEST_PROJECTOR__GROUP_ID=graph-ingest-projector graph-ingest worker projector \\
         --health-port 8083
     """
+    from graph_ingest.projections.lag_reader import LagForReadiness
     from graph_ingest.wiring import run_projector
 
     settings = load_settings()
-    with _health(settings, health_port, settings.projector.worker_id) as subscribers:
-        run_projector(settings, stop_on_signals(), subscribers=subscribers)
+    lag = LagForReadiness(settings)
+    try:
+        with _health(settings, health_port, settings.projector.worker_id, lag) as subscribers:
+            run_projector(settings, stop_on_signals(), subscribers=subscribers)
+    finally:
+        lag.close()
 
 
 @worker.command("relay")

@@ -13,7 +13,8 @@ answers (HTTP status and JSON body), so the server only serves and the rules tes
   endpoints (a worker serves none) and shows ``0/1`` in ``kubectl get pods``, it never restarts
   it; ``not_ready`` (503) before startup or while the heartbeat is stale. The body says why.
   A worker with no partition assigned (more members than partitions) is ready: it is a healthy
-  stand-by of its group.
+  stand-by of its group. ``details``: what a worker adds of its own (the projector: its lag),
+  shown, never judged here.
 """
 
 from __future__ import annotations
@@ -117,7 +118,9 @@ def _paused_because(
     return f"circuit breaker {'; '.join(parts)}: partitions paused"
 
 
-def ready(snapshot: HealthSnapshot, max_age_s: float) -> ProbeAnswer:
+def ready(
+    snapshot: HealthSnapshot, max_age_s: float, details: Mapping[str, Any] | None = None
+) -> ProbeAnswer:
     age = heartbeat_age_s(snapshot)
     states = dependencies(snapshot)
     level = degradation_level(states, worker_healthy=age < max_age_s)
@@ -142,6 +145,7 @@ def ready(snapshot: HealthSnapshot, max_age_s: float) -> ProbeAnswer:
             "assigned": _partitions(p for loop in snapshot.loops for p in loop.assigned),
             "heartbeat_age_s": round(age, 3),
             "loops": [_loop(loop) for loop in snapshot.loops],
+            **(details or {}),
         },
     )
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from graph_ingest.consumers.hooks import LoopSubscriber
 from graph_ingest.domain.errors import ConfigurationError
@@ -28,14 +29,20 @@ from graph_ingest.settings.health import HealthSettings
 log = logging.getLogger(__name__)
 
 Routes = Mapping[str, Callable[[], ProbeAnswer]]
+ReadyDetails = Callable[[], Mapping[str, Any]]
+"""What a worker adds to its readiness body (the projector: its lag); it must answer fast."""
 
 
-def routes(subscriber: HealthSubscriber, settings: HealthSettings) -> Routes:
+def routes(
+    subscriber: HealthSubscriber, settings: HealthSettings, details: ReadyDetails | None = None
+) -> Routes:
     """Each path and the probe that answers it, on a fresh snapshot per request."""
     max_age_s = settings.live_max_age_s
     return {
         "/health/live": lambda: probes.live(subscriber.snapshot(), max_age_s),
-        "/health/ready": lambda: probes.ready(subscriber.snapshot(), max_age_s),
+        "/health/ready": lambda: probes.ready(
+            subscriber.snapshot(), max_age_s, details() if details else None
+        ),
         "/health/startup": lambda: probes.startup(subscriber.snapshot()),
     }
 
@@ -104,14 +111,17 @@ class HealthServer:
 
 
 @contextmanager
-def serving_health(settings: HealthSettings, worker: str) -> Iterator[tuple[LoopSubscriber, ...]]:
+def serving_health(
+    settings: HealthSettings, worker: str, details: ReadyDetails | None = None
+) -> Iterator[tuple[LoopSubscriber, ...]]:
     """The subscribers to pass to the worker's loops: a health subscriber whose endpoints are
-    served while the block runs, or none when ``settings.port`` is unset."""
+    served while the block runs, or none when ``settings.port`` is unset; ``details`` added to
+    the readiness body."""
     if settings.port is None:
         yield ()
         return
     subscriber = HealthSubscriber(worker)
-    server = HealthServer(routes(subscriber, settings), settings.host, settings.port)
+    server = HealthServer(routes(subscriber, settings, details), settings.host, settings.port)
     server.start()
     log.info(
         "health endpoints on http://%s:%d/health/{live,ready,startup}", settings.host, server.port
@@ -122,4 +132,4 @@ def serving_health(settings: HealthSettings, worker: str) -> Iterator[tuple[Loop
         server.close()
 
 
-__all__ = ["HealthServer", "routes", "serving_health"]
+__all__ = ["HealthServer", "ReadyDetails", "routes", "serving_health"]

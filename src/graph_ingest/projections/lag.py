@@ -13,7 +13,11 @@ the projection                                state
 nothing unfolded                              idle
 behind, its position moved within stalled_s   catching_up
 behind, not moved for stalled_s (or never)    stalled
+a rebuild's tables, while it builds them      rebuilding
 ============================================  ============
+
+A rebuild's tables (``projections rebuild``) have a lag of their own beside the live ones': their
+``progress`` says how many offsets the rebuild has folded and how many it has still to do.
 """
 
 from __future__ import annotations
@@ -30,6 +34,15 @@ class LagState(StrEnum):
     IDLE = "idle"
     CATCHING_UP = "catching_up"
     STALLED = "stalled"
+    REBUILDING = "rebuilding"
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildProgress:
+    """A rebuild's offsets folded (from offset zero, per partition) and still to fold."""
+
+    done: int
+    to_do: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +61,8 @@ class ProjectionLag:
     last_event_age_s: float | None
     """None before the projection folded anything."""
     state: LagState
+    progress: RebuildProgress | None = None
+    """Only for a rebuild's tables."""
 
 
 def lag_of(
@@ -57,12 +72,16 @@ def lag_of(
     *,
     now: datetime,
     stalled_s: float,
+    rebuilding: bool = False,
 ) -> ProjectionLag:
+    """The lag of ``projection`` (``rebuilding``: of a rebuild's tables, while it runs)."""
     behind = sum(unfolded.messages for unfolded in waiting)
     oldest = min((u.oldest_at for u in waiting if u.oldest_at is not None), default=None)
     newest_event = max((f.event_at for f in folded if f.event_at is not None), default=None)
     moved = max((f.moved_at for f in folded), default=None)
-    if behind == 0:
+    if rebuilding:
+        state = LagState.REBUILDING
+    elif behind == 0:
         state = LagState.IDLE
     elif moved is not None and (now - moved).total_seconds() <= stalled_s:
         state = LagState.CATCHING_UP
@@ -74,7 +93,8 @@ def lag_of(
         seconds_behind=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
         last_event_age_s=(now - newest_event).total_seconds() if newest_event else None,
         state=state,
+        progress=RebuildProgress(sum(f.offset + 1 for f in folded), behind) if rebuilding else None,
     )
 
 
-__all__ = ["LagState", "ProjectionLag", "Unfolded", "lag_of"]
+__all__ = ["LagState", "ProjectionLag", "RebuildProgress", "Unfolded", "lag_of"]

@@ -1,42 +1,115 @@
 """The lag of the operations projection, gathered: its positions from the read tables, what
 waits after them from the topic (a group-less reader: it joins no group and commits nothing),
-decided by ``projections.lag.lag_of``."""
+decided by ``projections.lag.lag_of``; and, while ``projections rebuild`` runs, the rebuild's."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from datetime import UTC, datetime
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.consumer import open_consumer
 from graph_ingest.kafka.errors import KafkaIngestError, translate_kafka_error
 from graph_ingest.projections.events import message_time
 from graph_ingest.projections.lag import ProjectionLag, Unfolded, lag_of
-from graph_ingest.projections.tables import OPERATION_STATUS, ReadTables
+from graph_ingest.projections.tables import OPERATION_STATUS, ReadTables, rebuild_schema
 from graph_ingest.settings import Settings
 from graph_ingest.settings.kafka import KafkaSettings
+from graph_ingest.store.errors import StoreError
 
 _POLL_S = 0.2
+_READ_TIMEOUT_S = 5.0
+"""How long a readiness probe may spend reading the lag (once every few seconds)."""
+
+
+class LagForReadiness:
+    """The projector's lag as its ``/health/ready`` shows it (``{"lag": [...]}``), read again
+    at most every ``max_age_s``: reading it opens a Kafka client, and a probe must answer fast
+    and often. One request at a time reads; the others meanwhile get the last value read. A lag
+    that cannot be read (Kafka or PostgreSQL away) is shown as the error: readiness reports it,
+    it does not decide on it. Call ``close`` when the worker stops."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        max_age_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settings = settings
+        self._tables = ReadTables(settings.postgres)
+        self._max_age_s = max_age_s
+        self._clock = clock
+        self._reading = threading.Lock()
+        self._read_at: float | None = None
+        self._last: dict[str, Any] = {"lag": "not read yet"}
+
+    def __call__(self) -> dict[str, Any]:
+        due = self._read_at is None or self._clock() - self._read_at >= self._max_age_s
+        if due and self._reading.acquire(blocking=False):
+            try:
+                self._last = {"lag": self._read()}
+                self._read_at = self._clock()
+            finally:
+                self._reading.release()
+        return self._last
+
+    def _read(self) -> list[dict[str, Any]] | str:
+        try:
+            self._tables.start()
+            lags = projections_lag(self._settings, self._tables, timeout_s=_READ_TIMEOUT_S)
+        except GraphIngestError as exc:
+            return f"unavailable: {exc}"
+        return [asdict(lag) for lag in lags]
+
+    def close(self) -> None:
+        self._tables.close()
+
+
+REBUILD_SUFFIX = " (rebuild)"
+"""Names the lag of a rebuild's tables beside the live projection's."""
+
+
+def projections_lag(
+    settings: Settings, tables: ReadTables, *, timeout_s: float = 30
+) -> list[ProjectionLag]:
+    """The lag of the live projection and, while a rebuild builds its tables, theirs."""
+    lags = [operations_lag(settings, tables, timeout_s=timeout_s)]
+    rebuild = tables.beside(rebuild_schema(settings.postgres))
+    if rebuild.being_rebuilt():
+        lags.append(operations_lag(settings, rebuild, timeout_s=timeout_s, rebuilding=True))
+    return lags
 
 
 def operations_lag(
-    settings: Settings, tables: ReadTables, *, timeout_s: float = 30
+    settings: Settings, tables: ReadTables, *, timeout_s: float = 30, rebuilding: bool = False
 ) -> ProjectionLag:
-    """The lag of the operations projection now (``tables`` started)."""
+    """The lag of the operations projection now (``tables`` started); ``rebuilding``: of a
+    rebuild's tables (none yet, while it makes them: nothing done)."""
     topic = settings.topics.operations
-    folded = tables.progress(OPERATION_STATUS, topic)
+    try:
+        folded = tables.progress(OPERATION_STATUS, topic)
+    except StoreError:
+        if not rebuilding:
+            raise
+        folded = []
     positions = {f.partition[1]: f.offset for f in folded}
     waiting = unfolded(settings.kafka, topic, positions, timeout_s=timeout_s)
     return lag_of(
-        OPERATION_STATUS,
+        OPERATION_STATUS + (REBUILD_SUFFIX if rebuilding else ""),
         folded,
         waiting,
         now=datetime.now(UTC),
         stalled_s=settings.projector.stalled_after_s,
+        rebuilding=rebuilding,
     )
 
 
@@ -52,7 +125,7 @@ def unfolded(
         context=f"reading the lag of {topic}",
     )
     try:
-        ranges = _unread_ranges(consumer, topic, folded, timeout_s)
+        ranges = unread_ranges(consumer, topic, folded, timeout_s)
         consumer.assign([TopicPartition(topic, p, start) for p, (start, _) in ranges.items()])
         first = _first_times(consumer, topic, set(ranges), time.monotonic() + timeout_s)
     except KafkaException as exc:
@@ -62,7 +135,7 @@ def unfolded(
     return [Unfolded(end - start, first[p]) for p, (start, end) in ranges.items() if p in first]
 
 
-def _unread_ranges(
+def unread_ranges(
     consumer: Consumer, topic: str, folded: Mapping[int, int], timeout_s: float
 ) -> dict[int, tuple[int, int]]:
     """Partition -> (first offset not folded, end offset), for partitions not read to the end."""
@@ -110,4 +183,4 @@ def _first_times(
     return first
 
 
-__all__ = ["operations_lag", "unfolded"]
+__all__ = ["REBUILD_SUFFIX", "operations_lag", "projections_lag", "unfolded", "unread_ranges"]

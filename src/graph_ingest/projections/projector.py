@@ -14,6 +14,8 @@ of its own (``PROJECTOR__GROUP_ID``), on the runtime every worker shares.
 * **An event the tables refuse** (a permanent error): the batch is folded event by event; the
   one that still fails is logged and skipped, its position recorded: never a crash loop.
 * **SIGTERM** (``stop``): the batch in hand is folded and committed, then the worker leaves.
+* **Tables being rebuilt** (``projections rebuild`` holds their lock): refused at start; the
+  projector folds the live tables while a rebuild builds its own beside them.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from confluent_kafka import OFFSET_BEGINNING
 
 from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait
+from graph_ingest.domain.errors import GraphIngestError
+from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.consumer import Partition, TypedConsumer
 from graph_ingest.projections.read_events import ReadDecoder, ReadEvent, describe, skipped
-from graph_ingest.projections.read_folds import ReadFolds
+from graph_ingest.projections.read_folds import ReadFolds, projections_by_topic
 from graph_ingest.projections.tables import Position, ReadTables
 from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.settings import Settings
@@ -38,14 +42,18 @@ from graph_ingest.store.errors import StoreError
 log = logging.getLogger(__name__)
 
 
+def projected_topics(settings: Settings) -> list[str]:
+    """Every topic the projector folds (``projections rebuild`` reads the same ones)."""
+    return list(projections_by_topic(settings.topics))
+
+
 class Projector:
     """Constructing it touches nothing; ``run`` joins the group and folds until ``stop``."""
 
     def __init__(self, settings: Settings, tables: ReadTables, *, hooks: Hooks) -> None:
         self._settings = settings.projector
+        self._tables = tables
         self._folds = ReadFolds(tables, settings.topics)
-        self.topics = self._folds.topics
-        """What it consumes: every topic a projection is folded from."""
         self._hooks = hooks
         self._backoff = Backoff(
             self._settings.retry_initial_backoff_s, self._settings.retry_max_backoff_s
@@ -53,7 +61,7 @@ class Projector:
         rebalance = RebalanceHooks(hooks, on_revoke=lambda _revoked: None)  # nothing held back
         self._consumer: TypedConsumer[ReadEvent] = TypedConsumer(
             settings.kafka.consumer_config(self._settings.group_id),
-            self.topics,
+            projected_topics(settings),
             on_revoke=rebalance.revoked,
             on_assign=rebalance.assigned,
             starting_offsets=self._starting_offsets,
@@ -61,6 +69,12 @@ class Projector:
         )
 
     def run(self, stop: threading.Event) -> None:
+        if self._tables.being_rebuilt():
+            raise GraphIngestError(
+                f"{self._tables.schema} is being rebuilt by `graph-ingest projections rebuild`: "
+                "no projector folds into a rebuild's tables (run it against the live ones)",
+                code=StatusCode.FAILED_PRECONDITION,
+            )
         self._consumer.start()
         try:
             while not stop.is_set():
@@ -86,37 +100,13 @@ class Projector:
     def _fold(self, events: Sequence[ReadEvent], stop: threading.Event) -> None:
         started = time.monotonic()
         try:
-            outcomes = self._fold_batch(events)
+            outcomes = fold_batch(self._folds, events)
         except StoreError as exc:  # transient: PostgreSQL down, a lock timeout
             self._wait_out(events, exc, stop)
             return
         attempts = self._backoff.succeeded() + 1
         self._hooks.batch_handled(outcomes, time.monotonic() - started, attempts)
         self._hooks.committed(self._consumer.commit(_next_offsets(events)))
-
-    def _fold_batch(self, events: Sequence[ReadEvent]) -> dict[Position, str]:
-        try:
-            return self._folds.fold(events)
-        except StoreError as exc:
-            if exc.code.is_transient:
-                raise
-            return self._fold_one_by_one(events)
-
-    def _fold_one_by_one(self, events: Sequence[ReadEvent]) -> dict[Position, str]:
-        """Fold each event alone; one the tables still refuse is skipped (logged, its position
-        recorded). A transient error meanwhile is raised: the batch is read again."""
-        outcomes: dict[Position, str] = {}
-        for event in events:
-            try:
-                outcomes |= self._folds.fold([event])
-            except StoreError as exc:
-                if exc.code.is_transient:
-                    raise
-                log.error(
-                    "%s: the read tables refuse the event (%s): skipped", describe(event), exc
-                )
-                outcomes |= self._folds.fold([skipped(event)])
-        return outcomes
 
     def _wait_out(
         self, events: Sequence[ReadEvent], exc: StoreError, stop: threading.Event
@@ -153,6 +143,33 @@ class Projector:
         self._consumer.rewind(first)
 
 
+def fold_batch(folds: ReadFolds, events: Sequence[ReadEvent]) -> dict[Position, str]:
+    """Fold ``events`` into every projection of their topics; should the tables refuse the
+    batch (a permanent error), event by event. A transient error is raised: read the batch
+    again."""
+    try:
+        return folds.fold(events)
+    except StoreError as exc:
+        if exc.code.is_transient:
+            raise
+        return _fold_one_by_one(folds, events)
+
+
+def _fold_one_by_one(folds: ReadFolds, events: Sequence[ReadEvent]) -> dict[Position, str]:
+    """Fold each event alone; one the tables still refuse is skipped (logged, its position
+    recorded). A transient error meanwhile is raised: the batch is read again."""
+    outcomes: dict[Position, str] = {}
+    for event in events:
+        try:
+            outcomes |= folds.fold([event])
+        except StoreError as exc:
+            if exc.code.is_transient:
+                raise
+            log.error("%s: the read tables refuse the event (%s): skipped", describe(event), exc)
+            outcomes |= folds.fold([skipped(event)])
+    return outcomes
+
+
 def _next_offsets(events: Sequence[ReadEvent]) -> dict[Partition, int]:
     offsets: dict[Partition, int] = {}
     for event in events:
@@ -161,4 +178,4 @@ def _next_offsets(events: Sequence[ReadEvent]) -> dict[Partition, int]:
     return offsets
 
 
-__all__ = ["Projector"]
+__all__ = ["Projector", "fold_batch", "projected_topics"]

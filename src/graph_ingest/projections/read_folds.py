@@ -30,18 +30,23 @@ from graph_ingest.settings.kafka import TopicSettings
 KeyedEvent = TypeVar("KeyedEvent", DlqEvent, DegradationChange)
 
 
+def projections_by_topic(topics: TopicSettings) -> dict[str, tuple[str, ...]]:
+    """Each topic the projector consumes -> the projections folded from it (the one list: the
+    projector and ``projections rebuild`` read these topics)."""
+    return {
+        topics.operations: (OPERATION_STATUS, DOCUMENTS),
+        topics.dlq: (DLQ_ENTRIES,),
+        topics.degradation: (WORKER_DEGRADATION,),
+    }
+
+
 class ReadFolds:
     """The folds of one read schema (``ReadTables``, started) for the topics of ``topics``."""
 
     def __init__(self, tables: ReadTables, topics: TopicSettings) -> None:
         self._tables = tables
         self._requests_topic = topics.requests
-        self.projections: dict[str, tuple[str, ...]] = {
-            topics.operations: (OPERATION_STATUS, DOCUMENTS),
-            topics.dlq: (DLQ_ENTRIES,),
-            topics.degradation: (WORKER_DEGRADATION,),
-        }
-        """Each topic the projector consumes -> the projections folded from it."""
+        self.projections = projections_by_topic(topics)
 
     @property
     def topics(self) -> list[str]:

@@ -61,6 +61,14 @@ class Positioned(Protocol):
     def timestamp(self) -> datetime | None: ...
 
 
+REBUILD_LOCK_CLASS = 1380076612
+"""The class of the session advisory lock ``projections rebuild`` holds on the schema it builds
+(the key: ``hashtext`` of that schema's name): one rebuild at a time, and no projector there."""
+
+_BEING_REBUILT = (
+    "SELECT NOT pg_try_advisory_xact_lock_shared(%(class)s, hashtext(%(schema)s)) AS held"
+)
+
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext({name}), hashtext(id)) FROM unnest({ids}) AS id"
 _SELECT = "SELECT {columns} FROM {schema}.operation_status WHERE operation_id = ANY({ids})"
 _UPSERT = """
@@ -113,13 +121,18 @@ def read_schema(settings: PostgresSettings) -> str:
     return f"{settings.schema_name}_read"
 
 
-class ReadTables:
-    """The read tables of one store schema. Constructing it touches nothing; ``start`` opens
-    its connection pool."""
+def rebuild_schema(settings: PostgresSettings) -> str:
+    """Where ``projections rebuild`` builds fresh read tables: beside the live schema."""
+    return f"{read_schema(settings)}_rebuild"
 
-    def __init__(self, settings: PostgresSettings) -> None:
+
+class ReadTables:
+    """The read tables of one store schema (``schema``: another set of them, a rebuild's).
+    Constructing it touches nothing; ``start`` opens its connection pool."""
+
+    def __init__(self, settings: PostgresSettings, *, schema: str | None = None) -> None:
         self._settings = settings
-        self.schema = read_schema(settings)
+        self.schema = schema or read_schema(settings)
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._sql = _statements(self.schema)
 
@@ -132,10 +145,21 @@ class ReadTables:
         if pool is not None:
             pool.close()
 
-    def fetch(self, query: sql.Composed, params: dict[str, Any]) -> list[DictRow]:
+    def beside(self, schema: str) -> ReadTables:
+        """The read tables of ``schema`` on this one's connection pool (closing this closes it)."""
+        other = ReadTables(self._settings, schema=schema)
+        other._pool = self._pool
+        return other
+
+    def fetch(self, query: sql.SQL | sql.Composed, params: dict[str, Any]) -> list[DictRow]:
         """The rows of one read (its own pooled connection; the read service's way in)."""
         with translating(), self._require().connection() as conn:
             return conn.cursor(row_factory=dict_row).execute(query, params).fetchall()
+
+    def being_rebuilt(self) -> bool:
+        """Whether ``projections rebuild`` is building these tables now (it holds their lock)."""
+        params = {"class": REBUILD_LOCK_CLASS, "schema": self.schema}
+        return bool(self.fetch(sql.SQL(_BEING_REBUILT), params)[0]["held"])
 
     def positions(self, projection: str, partitions: Collection[Partition]) -> dict[Partition, int]:
         """The last offset ``projection`` folded of each of ``partitions`` it has folded at all."""
@@ -267,6 +291,7 @@ def _statements(schema: str) -> dict[str, sql.Composed]:
 
 __all__ = [
     "OPERATION_STATUS",
+    "REBUILD_LOCK_CLASS",
     "SKIPPED",
     "FoldedUpTo",
     "Position",
