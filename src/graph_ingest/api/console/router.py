@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from graph_ingest.api.auth import NOT_CONFIGURED
-from graph_ingest.api.console import dlq_pages, worker_pages
+from graph_ingest.api.console import dlq_pages, task_pages, worker_pages
 from graph_ingest.api.console.pages import STATIC, failure_page, render
 from graph_ingest.api.console.tokens import check_token, forget_token, form_fields, keep_token
 from graph_ingest.api.console.views import operation_filter, timeline
@@ -27,6 +27,7 @@ from graph_ingest.projections.queries import InvalidQuery
 from graph_ingest.schemas.codec import decode_dlq_envelope
 
 router = APIRouter(include_in_schema=False)
+router.include_router(task_pages.router)  # before dlq_pages: /ui/dlq/tasks is no DLQ id
 router.include_router(dlq_pages.router)
 router.include_router(worker_pages.router)
 
