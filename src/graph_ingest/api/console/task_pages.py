@@ -37,8 +37,9 @@ FILTER_FIELDS = ("code", "space", "document")
 
 
 def task_selection(params: Mapping[str, str]) -> DlqQuery:
-    """Every PENDING_REVIEW entry the DLQ list's filters select, not one page of them."""
-    return replace(dlq_query(params), status=None, limit=None)
+    """Every PENDING_REVIEW entry the DLQ list's filters select, not one page of them (nor
+    from the page the list was at)."""
+    return replace(dlq_query(params), status=None, limit=None, after=None)
 
 
 def _rate(text: str) -> float:
