@@ -8,7 +8,6 @@ started at a rate, its progress bar filled and the task COMPLETED. Screenshots g
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +22,6 @@ from graph_ingest.kafka.degradation import DegradationPublisher
 from graph_ingest.producers.breaker_control import force
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
-from graph_ingest.wiring import run_projector
 from tests.integration.pipeline import Pipeline
 from tests.integration.projection_helpers import projector_settings
 from tests.integration.test_console_browser import (
@@ -54,27 +52,21 @@ def test_the_workers_page_shows_degradation_and_forced_breakers(
         for event in degradation_events("applier-x"):
             publisher.publish(event)
     force(settings, "neo4j", BreakerMode.FORCED_OPEN, by="oncall", reason="neo4j upgrade")
-    stop = threading.Event()
-    projector = threading.Thread(target=run_projector, args=(settings, stop), daemon=True)
-    projector.start()
-    try:
-        console = Console(browser, serve(settings))
-        # When the operator opens the workers page from the navigation
-        console.open("/ui")
-        console.click("header nav a[href='/ui/workers']")
-        # Then (live refresh shows it once the projector has folded it) the worker's level, why,
-        # and which breaker is not closed
-        row = console.wait_text("tr[data-worker='applier-x']", lambda t: "L1" in t, "the worker")
-        assert "neo4j: half-open" in row, row
-        # and each dependency's forced mode, with who and why; the other one automatic
-        neo4j = console.text("tr[data-dependency='neo4j']") or ""
-        assert "FORCED_OPEN" in neo4j and "oncall" in neo4j and "neo4j upgrade" in neo4j, neo4j
-        assert "AUTOMATIC" in (console.text("tr[data-dependency='postgres']") or "")
-        SCREENSHOTS.mkdir(exist_ok=True)
-        assert browser.save_screenshot(str(SCREENSHOTS / "console-workers.png"))
-    finally:
-        stop.set()
-        projector.join(timeout=60)
+    pipeline.start_projector(settings)
+    console = Console(browser, serve(settings))
+    # When the operator opens the workers page from the navigation
+    console.open("/ui")
+    console.click("header nav a[href='/ui/workers']")
+    # Then (live refresh shows it once the projector has folded it) the worker's level, why,
+    # and which breaker is not closed
+    row = console.wait_text("tr[data-worker='applier-x']", lambda t: "L1" in t, "the worker")
+    assert "neo4j: half-open" in row, row
+    # and each dependency's forced mode, with who and why; the other one automatic
+    neo4j = console.text("tr[data-dependency='neo4j']") or ""
+    assert "FORCED_OPEN" in neo4j and "oncall" in neo4j and "neo4j upgrade" in neo4j, neo4j
+    assert "AUTOMATIC" in (console.text("tr[data-dependency='postgres']") or "")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOTS / "console-workers.png"))
 
 
 def test_an_operator_replays_all_matching_entries_as_a_task_and_sees_it_completed(

@@ -7,7 +7,6 @@ is not in the API's OpenAPI document."""
 from __future__ import annotations
 
 import html
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import unquote_plus
@@ -23,7 +22,7 @@ from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.stages import Stage
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
-from graph_ingest.wiring import postgres_store, run_projector
+from graph_ingest.wiring import postgres_store
 from tests.integration.pipeline import Pipeline
 from tests.integration.projection_helpers import projector_settings
 from tests.integration.test_dlq_cli import (
@@ -211,43 +210,38 @@ def test_the_timeline_shows_the_failure_ids_and_the_parked_chain_and_the_dlq_lis
 ) -> None:
     # Given v1 in the DLQ and v2 behind it, folded by a projector
     settings = projector_settings(pipeline)
-    stop = threading.Event()
-    projector = threading.Thread(target=run_projector, args=(settings, stop), daemon=True)
     pipeline.start_applier()
-    projector.start()
-    try:
-        v1, v2 = leader_and_follower(pipeline, "doc-chain")
-        leader = pipeline.store.get_operation(v1.operation_id)
-        assert leader is not None and leader.last_error is not None and leader.dlq_id
-        with console(settings) as client:
-            # When the operator opens v2 (once the projector has folded it behind v1)
-            page = wait_until(
-                lambda: _shown(client, f"/ui/operations/{v2.operation_id}", 'id="parked-chain"'),
-                timeout_s=60,
-                what="v2's parked-behind chain",
-            )
-            # Then it names its plan kind and links what it waits behind, with its DLQ entry
-            assert 'id="plan-kind">INGESTION<' in page
-            chain = page.split('id="parked-chain"')[1].split("</ol>")[0]
-            assert f'href="/ui/operations/{v1.operation_id}"' in chain
-            assert "DEAD_LETTERED, DLQ" in chain and leader.dlq_id in chain
-            # and v1's timeline shows the failure its step recorded, with its error and trace ids
-            first = client.get(f"/ui/operations/{v1.operation_id}").text
-            timeline = first.split('id="timeline"')[1].split("</table>")[0]
-            assert leader.last_error.error_id and leader.last_error.error_id in timeline
-            assert leader.last_error.trace_id and leader.last_error.trace_id in timeline
+    pipeline.start_projector(settings)
+    v1, v2 = leader_and_follower(pipeline, "doc-chain")
+    leader = pipeline.store.get_operation(v1.operation_id)
+    assert leader is not None and leader.last_error is not None and leader.dlq_id
+    with console(settings) as client:
+        # When the operator opens v2 (once the projector has folded it behind v1, and v1's
+        # entry: the chain links it)
+        page = wait_until(
+            lambda: _shown(client, f"/ui/operations/{v2.operation_id}", f"/ui/dlq/{leader.dlq_id}"),
+            timeout_s=60,
+            what="v2's parked-behind chain",
+        )
+        # Then it names its plan kind and links what it waits behind, with its DLQ entry
+        assert 'id="plan-kind">INGESTION<' in page
+        chain = page.split('id="parked-chain"')[1].split("</ol>")[0]
+        assert f'href="/ui/operations/{v1.operation_id}"' in chain
+        assert "DEAD_LETTERED, DLQ" in chain and leader.dlq_id in chain
+        # and v1's timeline shows the failure its step recorded, with its error and trace ids
+        first = client.get(f"/ui/operations/{v1.operation_id}").text
+        timeline = first.split('id="timeline"')[1].split("</table>")[0]
+        assert leader.last_error.error_id and leader.last_error.error_id in timeline
+        assert leader.last_error.trace_id and leader.last_error.trace_id in timeline
 
-            # When the DLQ list pages one entry at a time: the oldest, then the next, then none
-            monkeypatch.setattr("graph_ingest.api.console.views.DLQ_PAGE", 1)
-            listed = client.get("/ui/dlq", params={"document": "doc-chain"}).text
-            assert listed.count("data-dlq=") == 1 and leader.dlq_id in listed
-            following = html.unescape(listed.split('id="next-page" href="')[1].split('"')[0])
-            second = client.get(f"/ui/dlq{following}").text
-            assert second.count("data-dlq=") == 1 and leader.dlq_id not in second
-            assert 'id="next-page"' not in second
-    finally:
-        stop.set()
-        projector.join(timeout=60)
+        # When the DLQ list pages one entry at a time: the oldest, then the next, then none
+        monkeypatch.setattr("graph_ingest.api.console.views.DLQ_PAGE", 1)
+        listed = client.get("/ui/dlq", params={"document": "doc-chain"}).text
+        assert listed.count("data-dlq=") == 1 and leader.dlq_id in listed
+        following = html.unescape(listed.split('id="next-page" href="')[1].split('"')[0])
+        second = client.get(f"/ui/dlq{following}").text
+        assert second.count("data-dlq=") == 1 and leader.dlq_id not in second
+        assert 'id="next-page"' not in second
 
 
 def _shown(client: TestClient, path: str, wanted: str) -> str | None:
