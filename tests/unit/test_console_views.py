@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from graph_ingest.api.console.task_pages import task_selection
 from graph_ingest.api.console.views import (
     dlq_query,
     hex_lines,
@@ -16,6 +17,8 @@ from graph_ingest.api.console.views import (
     timeline,
     utf8_or_none,
 )
+from graph_ingest.api.console.worker_pages import dependency_modes
+from graph_ingest.domain.breaker_control import BreakerControl, BreakerMode
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
@@ -141,3 +144,26 @@ def test_the_dlq_list_reads_its_cursor_and_names_a_bad_one() -> None:
     assert dlq_query({"cursor": ""}).after is None
     with pytest.raises(InvalidQuery, match="not a cursor this service gave out"):
         dlq_query({"cursor": "nonsense"})
+
+
+def test_every_known_dependency_has_a_mode_automatic_unless_forced() -> None:
+    forced = BreakerControl(
+        dependency="neo4j", mode=BreakerMode.FORCED_OPEN, by="oncall", reason="upgrade", at=T0
+    )
+    other = forced.model_copy(update={"dependency": "kafka", "mode": BreakerMode.FORCED_CLOSED})
+
+    modes = dependency_modes({"neo4j": forced, "kafka": other})
+
+    assert [(m.dependency, m.mode, m.control) for m in modes] == [
+        ("kafka", BreakerMode.FORCED_CLOSED, other),
+        ("neo4j", BreakerMode.FORCED_OPEN, forced),
+        ("postgres", BreakerMode.AUTOMATIC, None),
+    ]
+
+
+def test_a_redrive_takes_every_entry_the_list_filters_select_not_its_page() -> None:
+    params = {"status": "RESOLVED", "code": "FAILED_PRECONDITION", "space": "it"}
+    selection = task_selection({**params, "cursor": encode_keyset(T0, "dlq-7")})
+
+    assert (selection.code, selection.space) == (StatusCode.FAILED_PRECONDITION, "it")
+    assert (selection.status, selection.limit, selection.after) == (None, None, None)
