@@ -26,8 +26,8 @@ from graph_ingest.store.base import OperationStore
 from graph_ingest.store.redrive_tasks import RedriveTaskStore
 
 
-class ApiStore(OperationStore, RedriveTaskStore, AuditLog, Protocol):
-    """The write store as the API uses it: with its redrive tasks and its audit log."""
+class ApiStore(OperationStore, AuditLog, RedriveTaskStore, Protocol):
+    """What the API needs of the write store (``wiring.postgres_store`` builds one)."""
 
 
 StoreFactory = Callable[[Settings], ApiStore]
@@ -37,7 +37,7 @@ StoreFactory = Callable[[Settings], ApiStore]
 @dataclass(frozen=True)
 class ApiServices:
     settings: Settings
-    store: OperationStore
+    store: ApiStore
     tables: ReadTables
     queries: OperationQueries
     replayer: DlqReplayer
