@@ -8,29 +8,41 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from fastapi import Request
 
 from graph_ingest.api.errors import ApiError
+from graph_ingest.dlq.audit import Audit
 from graph_ingest.dlq.replayer import DlqReplayer
+from graph_ingest.dlq.tasks import RedriveTasks
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.producer import KafkaProducer
 from graph_ingest.projections.queries import OperationQueries
 from graph_ingest.projections.tables import ReadTables
 from graph_ingest.settings import Settings
+from graph_ingest.store.audit import AuditLog
 from graph_ingest.store.base import OperationStore
+from graph_ingest.store.redrive_tasks import RedriveTaskStore
 
-StoreFactory = Callable[[Settings], OperationStore]
+
+class ApiStore(OperationStore, AuditLog, RedriveTaskStore, Protocol):
+    """What the API needs of the write store (``wiring.postgres_store`` builds one)."""
+
+
+StoreFactory = Callable[[Settings], ApiStore]
 """Builds the (unstarted) write store: ``wiring.postgres_store``, which the API may not import."""
 
 
 @dataclass(frozen=True)
 class ApiServices:
     settings: Settings
-    store: OperationStore
+    store: ApiStore
     tables: ReadTables
     queries: OperationQueries
     replayer: DlqReplayer
+    redrive: RedriveTasks
+    """Redrive tasks on this DLQ, run in the API's process (the console starts them)."""
     changing: threading.Lock = field(default_factory=threading.Lock)
     """Held by each replay and purge: one change to the DLQ at a time, as the CLI makes them."""
 
@@ -47,12 +59,14 @@ def open_services(settings: Settings, new_store: StoreFactory) -> Iterator[ApiSe
         opened.callback(tables.close)
         producer = KafkaProducer(settings.kafka, flush_timeout_s=settings.dlq.publish_timeout_s)
         opened.callback(producer.close)  # started by the first replay
+        replayer = DlqReplayer(store, producer, settings)
         yield ApiServices(
             settings=settings,
             store=store,
             tables=tables,
             queries=OperationQueries(tables, committed=store),
-            replayer=DlqReplayer(store, producer, settings),
+            replayer=replayer,
+            redrive=RedriveTasks(store, replayer, Audit(store), dlq_topic=settings.topics.dlq),
         )
 
 
@@ -67,4 +81,4 @@ def services_of(request: Request) -> ApiServices:
     return services
 
 
-__all__ = ["ApiServices", "StoreFactory", "open_services", "services_of"]
+__all__ = ["ApiServices", "ApiStore", "StoreFactory", "open_services", "services_of"]

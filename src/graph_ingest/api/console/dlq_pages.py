@@ -6,6 +6,7 @@ the POST that does it with the operator's token (``tokens``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -32,7 +33,7 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.failure_view import AttemptView
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.projections.queries import InvalidQuery
+from graph_ingest.projections.queries import InvalidQuery, encode_keyset
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.store.dlq_index import DlqEntry
 
@@ -57,20 +58,27 @@ def entries(request: Request) -> HTMLResponse:
         "live": LIVE_S,
         "statuses": list(DlqStatus),
         "codes": list(StatusCode),
-        "page_size": DLQ_PAGE,
     }
     try:
         services = services_of(request)
         shown["age"] = _ages(services)
         query = dlq_query(request.query_params)
-        listed = services.store.list_dlq_entries(query)
+        size = query.limit or DLQ_PAGE
+        listed = services.store.list_dlq_entries(
+            replace(query, limit=size + 1)
+        )  # one more: a next?
         shown["stats"] = stats_lines(services.store.dlq_stats())[0]
     except InvalidQuery as exc:
         return render(request, "dlq.html", **shown, query=dlq_query({}), entries=None,
-                      stats=None, problem=exc.message, status_code=400)  # fmt: skip
+                      stats=None, next_query=None, problem=exc.message, status_code=400)  # fmt: skip
     except GraphIngestError as exc:
         return failure_page(request, exc, section="dlq")
-    return render(request, "dlq.html", **shown, query=query, entries=listed)
+    page = listed[:size]
+    following = None
+    if len(listed) > size:
+        cursor = encode_keyset(page[-1].dead_lettered_at, page[-1].dlq_id)
+        following = urlencode({**request.query_params, "cursor": cursor})
+    return render(request, "dlq.html", **shown, query=query, entries=page, next_query=following)
 
 
 @router.get("/ui/dlq/{dlq_id}", name="console_dlq_entry")

@@ -4,17 +4,18 @@ message on the page, never a crash)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import TypeVar
 
 from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.operation import ErrorInfo
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.projections.fold import Transition
-from graph_ingest.projections.queries import InvalidQuery, OperationFilter
+from graph_ingest.projections.fold import OperationStatus, Transition, recorded_errors
+from graph_ingest.projections.queries import InvalidQuery, OperationFilter, decode_cursor
 from graph_ingest.store.dlq_index import DlqQuery
 
 HEX_BYTES_PER_LINE = 16
@@ -67,12 +68,14 @@ class TimelineStep:
     """Seconds since the previous step (None for the first)."""
     retried_in_place: bool
     """The stage unchanged and one more attempt: a failure waited out where it was."""
+    error: ErrorInfo | None = None
+    """The failure this step recorded (its error and trace ids); None if it recorded none."""
 
 
 def timeline(transitions: tuple[Transition, ...]) -> list[TimelineStep]:
     steps = []
     previous: Transition | None = None
-    for step in transitions:
+    for step, error in zip(transitions, recorded_errors(transitions), strict=True):
         steps.append(
             TimelineStep(
                 sequence=step.sequence,
@@ -83,10 +86,40 @@ def timeline(transitions: tuple[Transition, ...]) -> list[TimelineStep]:
                 retried_in_place=previous is not None
                 and previous.stage is step.stage
                 and step.attempts > previous.attempts,
+                error=error,
             )
         )
         previous = step
     return steps
+
+
+PARKED_CHAIN_LIMIT = 10
+"""Links of a parked-behind chain followed at most: a page must not walk a long history."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    operation_id: str
+    status: OperationStatus | None
+    """None: the read table has no such operation (yet)."""
+
+
+def parked_chain(
+    first: str | None,
+    lookup: Callable[[str], OperationStatus | None],
+    limit: int = PARKED_CHAIN_LIMIT,
+) -> list[ChainLink]:
+    """What an operation waits behind: ``first``, what that one waits behind, and so on, until
+    one waits behind nothing, is unknown, comes round again, or ``limit`` links are read."""
+    chain: list[ChainLink] = []
+    operation_id = first
+    seen: set[str] = set()
+    while operation_id is not None and operation_id not in seen and len(chain) < limit:
+        seen.add(operation_id)
+        status = lookup(operation_id)
+        chain.append(ChainLink(operation_id, status))
+        operation_id = status.parked_behind if status else None
+    return chain
 
 
 E = TypeVar("E", bound=StrEnum)
@@ -121,24 +154,30 @@ DLQ_PAGE = 100
 
 
 def dlq_query(params: Mapping[str, str]) -> DlqQuery:
-    """The DLQ list's filter from its query string (oldest first, one page)."""
+    """The DLQ list's filter from its query string (oldest first, one page, after its
+    ``cursor``: a keyset position ``encode_keyset`` gave out)."""
+    cursor = _text(params, "cursor")
     return DlqQuery(
         status=_choice(params, "status", DlqStatus),
         code=_choice(params, "code", StatusCode),
         space=_text(params, "space"),
         document_id=_text(params, "document"),
         limit=DLQ_PAGE,
+        after=decode_cursor(cursor) if cursor else None,
     )
 
 
 __all__ = [
     "DLQ_PAGE",
     "HEX_LIMIT",
+    "PARKED_CHAIN_LIMIT",
+    "ChainLink",
     "TimelineStep",
     "dlq_query",
     "header_text",
     "hex_lines",
     "operation_filter",
+    "parked_chain",
     "timeline",
     "utf8_or_none",
 ]
