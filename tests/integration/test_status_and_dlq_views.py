@@ -6,8 +6,6 @@ shows the wait and how long it took; a planning DLQ entry shows as the request i
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
@@ -21,10 +19,9 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_degradation_event, encode_plan
 from graph_ingest.waiting import wait_until
-from graph_ingest.wiring import run_projector
 from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import CountingWriter, Pipeline
-from tests.integration.projection_helpers import projector_env, projector_settings
+from tests.integration.projection_helpers import projector_env
 from tests.integration.test_applier import doc_v1
 from tests.integration.test_failure_routing import ROUTING, babbage, babbage_times_out
 from tests.integration.test_planner_worker import submit, wait_submission
@@ -34,30 +31,6 @@ from tests.tcp_proxy import TcpProxy
 from tests.unit.requests import request
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def projected(pipeline_factory: PipelineFactory) -> Iterator[Callable[..., Pipeline]]:
-    """Makes a pipeline (``isolated_settings`` overrides) with fast retries and a projector
-    folding its operations topic."""
-    stop = threading.Event()
-    projectors: list[threading.Thread] = []
-
-    def make(**overrides: Any) -> Pipeline:
-        pipeline = pipeline_factory(**{**ROUTING, **overrides})
-        projector = threading.Thread(
-            target=run_projector, args=(projector_settings(pipeline), stop), daemon=True
-        )
-        projector.start()
-        projectors.append(projector)
-        return pipeline
-
-    try:
-        yield make
-    finally:
-        stop.set()
-        for projector in projectors:
-            projector.join(timeout=60)
 
 
 def run(pipeline: Pipeline, *args: str) -> Result:
@@ -70,9 +43,9 @@ def as_json(result: Result) -> Any:
 
 
 def test_a_dead_lettered_operation_shows_each_failure_as_the_write_side_recorded_it(
-    projected: Callable[..., Pipeline],
+    projected: PipelineFactory,
 ) -> None:
-    pipeline = projected()
+    pipeline = projected(**ROUTING)
     plan = babbage(pipeline)
     pipeline.start_applier(babbage_times_out(pipeline))
     # Given a plan of submission "sub-1" that fails every delivery until it is dead-lettered
@@ -123,9 +96,9 @@ def neo4j_open(pipeline: Pipeline) -> bool:
 
 
 def test_an_outage_waited_out_in_place_is_shown_with_its_duration(
-    projected: Callable[..., Pipeline],
+    projected: PipelineFactory,
 ) -> None:
-    pipeline = projected(breaker_failure_threshold=2, breaker_probe_interval_s=0.2)
+    pipeline = projected(**ROUTING, breaker_failure_threshold=2, breaker_probe_interval_s=0.2)
     neo4j = urlparse(pipeline.settings.neo4j.uri)
     proxy = TcpProxy((neo4j.hostname or "127.0.0.1", neo4j.port or 7687))
     proxy.start()
@@ -179,4 +152,4 @@ def test_a_planning_dlq_entry_is_shown_as_the_request_it_holds(pipeline: Pipelin
     # and its replay says it submits the request again
     replayed = run(pipeline, "dlq", "replay", dlq_id, "--reason", "planner fixed")
     assert replayed.exit_code == 0, replayed.output
-    assert f"the request of submission {refused} (unit/doc-bad) re-submitted to" in replayed.output
+    assert f"(submission {refused}, unit/doc-bad): request re-submitted to" in replayed.output

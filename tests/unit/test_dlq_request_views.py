@@ -11,12 +11,12 @@ import pytest
 from graph_ingest.dlq.entries import entry_of
 from graph_ingest.dlq.views import entry_json, entry_table, show_json, show_lines
 from graph_ingest.domain.dlq import MessageHeader
-from graph_ingest.domain.request import IngestRequest
 from graph_ingest.schemas.codec import decode_dlq_envelope, encode_ingest_request
 from graph_ingest.store.dlq_index import DlqEntry
 from tests.unit.dlq_entries import entry_for
 from tests.unit.dlq_envelopes import AT, envelope
 from tests.unit.plans import plan_for
+from tests.unit.requests import request
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -26,13 +26,7 @@ NOW = AT + timedelta(minutes=5)
 
 def planning_entry(value: bytes | None = None) -> DlqEntry:
     """The planning DLQ entry of a request for kb/doc-9 sent as submission sub-9."""
-    request = IngestRequest(
-        space="kb",
-        document_id="doc-9",
-        document_version="v3",
-        schema_version="1",
-        content="Ada Lovelace wrote the first program.",
-    )
+    asked = request("doc-9", space="kb", document_version="v3")
     return entry_of(
         "dlq-req",
         envelope(
@@ -40,7 +34,7 @@ def planning_entry(value: bytes | None = None) -> DlqEntry:
             original_partition=0,
             original_offset=7,
             original_key=b"kb/doc-9",
-            original_value=encode_ingest_request(request) if value is None else value,
+            original_value=encode_ingest_request(asked) if value is None else value,
             original_headers=(MessageHeader(key="submission_id", value=b"sub-9"),),
             operation_id=None,
             fingerprint=None,

@@ -182,9 +182,9 @@ def replay(dlq_id: str, force: bool, by: str, reason: str | None, as_json: bool)
     request = request_of(item.entry, settings.topics.requests)
     if request is not None:
         done = (
-            f"the request of submission {request.submission_id or '-'} ({request.space}/"
-            f"{request.document_id}) re-submitted to {settings.topics.requests}: the planner "
-            "plans it afresh (`graph-ingest status SUBMISSION_ID` follows it)"
+            f"(submission {request.submission_id or '-'}, {request.space}/{request.document_id}): "
+            f"request re-submitted to {settings.topics.requests}, to be planned afresh "
+            "(`graph-ingest status SUBMISSION_ID` follows it)"
         )
     else:
         done = f"{item.entry.operation_id}: plan re-published to {settings.topics.plans}"
