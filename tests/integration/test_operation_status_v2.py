@@ -68,6 +68,11 @@ def test_the_read_table_knows_a_dead_lettered_and_a_parked_operation(
     assert parked["parked_behind"] == entries[v3.operation_id].parked_behind == v1.operation_id
     assert parked["plan_kind"] == "INGESTION"
     assert "PARKED" in [t["stage"] for t in parked["transitions"]]
+    # and `status` names the chain of leaders it waits behind (v1 waits behind none)
+    runner = CliRunner(env=projector_env(pipeline))
+    shown = runner.invoke(cli, ["status", v3.operation_id, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["parked_chain"] == [v1.operation_id]
     # and the dead-lettered one has every column an operator asks for
     dead = read_row(settings, v1.operation_id, Stage.DEAD_LETTERED)
     entry = entries[v1.operation_id]
@@ -92,7 +97,6 @@ def test_the_read_table_knows_a_dead_lettered_and_a_parked_operation(
     others = [t for t in dead["transitions"] if t not in failures]
     assert all(t["error"] is None for t in others), dead["transitions"]
     # and the errors report counts v1's failures as the write side recorded them
-    runner = CliRunner(env=projector_env(pipeline))
     since = (failed.created_at - timedelta(minutes=1)).isoformat()
     until = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
     result = runner.invoke(cli, ["errors", "report", "--from", since, "--to", until, "--json"])
