@@ -13,7 +13,6 @@ from graph_ingest.api.console.views import (
     dlq_query,
     hex_lines,
     operation_filter,
-    parked_chain,
     timeline,
     utf8_or_none,
 )
@@ -23,6 +22,7 @@ from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.projections.fold import OperationStatus, Transition
+from graph_ingest.projections.operation_views import parked_chain
 from graph_ingest.projections.queries import InvalidQuery, OperationFilter, encode_keyset
 from tests.operation_histories import DEAD_LETTERED_AFTER_RETRY, history
 

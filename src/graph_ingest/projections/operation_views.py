@@ -13,6 +13,7 @@ it names the replans the projection has not folded yet, which the read table can
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -33,6 +34,31 @@ if TYPE_CHECKING:  # the CLI imports the views' types at start-up: no database d
 MAX_PARKED_CHAIN = 10
 """How many leaders ``status`` follows behind a parked operation (each its own read): enough for
 any real queue of versions, and bounded however the rows point."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    operation_id: str
+    status: OperationStatus | None
+    """None: the read table has no such operation (yet)."""
+
+
+def parked_chain(
+    first: str | None,
+    lookup: Callable[[str], OperationStatus | None],
+    limit: int = MAX_PARKED_CHAIN,
+) -> list[ChainLink]:
+    """What an operation waits behind: ``first``, what that one waits behind, and so on, until
+    one waits behind nothing, is unknown, comes round again, or ``limit`` links are read."""
+    chain: list[ChainLink] = []
+    operation_id = first
+    seen: set[str] = set()
+    while operation_id is not None and operation_id not in seen and len(chain) < limit:
+        seen.add(operation_id)
+        status = lookup(operation_id)
+        chain.append(ChainLink(operation_id, status))
+        operation_id = status.parked_behind if status else None
+    return chain
 
 
 class NotProjectedYet(GraphIngestError):
@@ -152,13 +178,8 @@ class StatusViews:
 
     def parked_chain(self, status: OperationStatus) -> tuple[str, ...]:
         """The leaders ``status`` waits behind, nearest first, as the read table holds them."""
-        chain: list[str] = []
-        leader = status.parked_behind
-        while leader is not None and leader not in chain and len(chain) < MAX_PARKED_CHAIN:
-            chain.append(leader)
-            found = self.queries.operation_status(leader)
-            leader = found.parked_behind if found else None
-        return tuple(chain)
+        links = parked_chain(status.parked_behind, self.queries.operation_status)
+        return tuple(link.operation_id for link in links)
 
     def submission(self, submission_id: str, *, wait_s: float = 0.0) -> SubmissionView | None:
         """The submission and each operation of its path (``wait_s`` shared among them); None
@@ -206,10 +227,12 @@ def _frozen_plan(data: bytes | None) -> IngestionPlan | None:
 
 __all__ = [
     "MAX_PARKED_CHAIN",
+    "ChainLink",
     "NotProjectedYet",
     "OperationView",
     "StatusViews",
     "Step",
     "SubmissionView",
     "WaitedOut",
+    "parked_chain",
 ]

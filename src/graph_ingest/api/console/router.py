@@ -16,9 +16,7 @@ from graph_ingest.api.console import dlq_pages, task_pages, worker_pages
 from graph_ingest.api.console.pages import STATIC, failure_page, render
 from graph_ingest.api.console.tokens import check_token, forget_token, form_fields, keep_token
 from graph_ingest.api.console.views import (
-    PARKED_CHAIN_LIMIT,
     operation_filter,
-    parked_chain,
     timeline,
 )
 from graph_ingest.api.errors import ApiError, http_status_of
@@ -28,6 +26,7 @@ from graph_ingest.domain.failure_view import AttemptView
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.projections.lag_reader import operations_lag
+from graph_ingest.projections.operation_views import MAX_PARKED_CHAIN, parked_chain
 from graph_ingest.projections.queries import InvalidQuery
 from graph_ingest.schemas.codec import decode_dlq_envelope
 
@@ -92,7 +91,7 @@ def operation(request: Request, operation_id: str) -> HTMLResponse:
         entry=entry,
         steps=timeline(status.transitions) if status else [],
         chain=chain,
-        chain_limit=PARKED_CHAIN_LIMIT,
+        chain_limit=MAX_PARKED_CHAIN,
         attempts=[AttemptView.of_record(r) for r in envelope.attempts] if envelope else [],
         folded=envelope.folded_attempts if envelope else 0,
     )

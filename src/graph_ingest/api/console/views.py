@@ -4,7 +4,7 @@ message on the page, never a crash)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -14,7 +14,7 @@ from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.operation import ErrorInfo
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.projections.fold import OperationStatus, Transition, recorded_errors
+from graph_ingest.projections.fold import Transition, recorded_errors
 from graph_ingest.projections.queries import InvalidQuery, OperationFilter, decode_cursor
 from graph_ingest.store.dlq_index import DlqQuery
 
@@ -93,35 +93,6 @@ def timeline(transitions: tuple[Transition, ...]) -> list[TimelineStep]:
     return steps
 
 
-PARKED_CHAIN_LIMIT = 10
-"""Links of a parked-behind chain followed at most: a page must not walk a long history."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChainLink:
-    operation_id: str
-    status: OperationStatus | None
-    """None: the read table has no such operation (yet)."""
-
-
-def parked_chain(
-    first: str | None,
-    lookup: Callable[[str], OperationStatus | None],
-    limit: int = PARKED_CHAIN_LIMIT,
-) -> list[ChainLink]:
-    """What an operation waits behind: ``first``, what that one waits behind, and so on, until
-    one waits behind nothing, is unknown, comes round again, or ``limit`` links are read."""
-    chain: list[ChainLink] = []
-    operation_id = first
-    seen: set[str] = set()
-    while operation_id is not None and operation_id not in seen and len(chain) < limit:
-        seen.add(operation_id)
-        status = lookup(operation_id)
-        chain.append(ChainLink(operation_id, status))
-        operation_id = status.parked_behind if status else None
-    return chain
-
-
 E = TypeVar("E", bound=StrEnum)
 
 
@@ -170,14 +141,11 @@ def dlq_query(params: Mapping[str, str]) -> DlqQuery:
 __all__ = [
     "DLQ_PAGE",
     "HEX_LIMIT",
-    "PARKED_CHAIN_LIMIT",
-    "ChainLink",
     "TimelineStep",
     "dlq_query",
     "header_text",
     "hex_lines",
     "operation_filter",
-    "parked_chain",
     "timeline",
     "utf8_or_none",
 ]
