@@ -1,6 +1,10 @@
 """What the API's routes call, opened once per app (in its lifespan) and closed on shutdown: the
-write store (DLQ index, purge), the read tables and their read service, and the DLQ replayer
-with the Kafka producer it publishes through."""
+write store (DLQ index, purge, audit log), the read tables and their read service, and the DLQ
+replayer with the Kafka producer it publishes through.
+
+The changes an operator makes (replay, purge) are carried out here, once, for the JSON routes
+and the console alike: one at a time, and each recorded in the audit log with who (the token's
+name) and why."""
 
 from __future__ import annotations
 
@@ -8,31 +12,77 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from fastapi import Request
 
 from graph_ingest.api.errors import ApiError
-from graph_ingest.dlq.replayer import DlqReplayer
+from graph_ingest.dlq.audit import Audit, AuditAction, required_reason
+from graph_ingest.dlq.purge import Purged, purge
+from graph_ingest.dlq.replayer import DlqReplayer, ReplayItem
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.producer import KafkaProducer
 from graph_ingest.projections.queries import OperationQueries
 from graph_ingest.projections.tables import ReadTables
 from graph_ingest.settings import Settings
+from graph_ingest.store.audit import AuditLog
 from graph_ingest.store.base import OperationStore
 
-StoreFactory = Callable[[Settings], OperationStore]
+
+class ApiStore(OperationStore, AuditLog, Protocol):
+    """What the API needs of the write store (``wiring.postgres_store`` builds one)."""
+
+
+StoreFactory = Callable[[Settings], ApiStore]
 """Builds the (unstarted) write store: ``wiring.postgres_store``, which the API may not import."""
 
 
 @dataclass(frozen=True)
 class ApiServices:
     settings: Settings
-    store: OperationStore
+    store: ApiStore
     tables: ReadTables
     queries: OperationQueries
     replayer: DlqReplayer
+    audit: Audit
     changing: threading.Lock = field(default_factory=threading.Lock)
     """Held by each replay and purge: one change to the DLQ at a time, as the CLI makes them."""
+
+    def replay(self, dlq_id: str, *, force: bool, by: str, reason: str, via: str) -> ReplayItem:
+        """Replay the entry as ``by`` (a token's name) and audit it; ``via`` (where it was asked:
+        "through the API", "in the console") and ``reason`` go into the entry's note too."""
+        with self.changing:
+            item = self.replayer.replay(dlq_id, force=force, by=f"{by} {via}: {reason.strip()}")
+            self.audit.record(
+                action=AuditAction.DLQ_REPLAY,
+                by=by,
+                target=[dlq_id],
+                reason=reason,
+                details={"force": force, "source": str(item.source), "via": via},
+            )
+        return item
+
+    def purge(
+        self, dlq_id: str, *, force: bool, by: str, reason: str | None, via: str
+    ) -> tuple[Purged, str]:
+        """Purge the entry as ``by`` and audit it; what it did and the note it was resolved
+        with. MissingReason, before anything changes, when ``reason`` is blank."""
+        why = required_reason(AuditAction.DLQ_PURGE, reason)
+        note = f"{why} (purged by {by} {via})"
+        with self.changing:
+            purged = purge(self.store, self.settings.topics.dlq, dlq_id, note, force=force)
+            self.audit.record(
+                action=AuditAction.DLQ_PURGE,
+                by=by,
+                target=[dlq_id],
+                reason=why,
+                details={
+                    "force": force,
+                    "via": via,
+                    "conflicted": [f.operation_id for f in purged.followers],
+                },
+            )
+        return purged, note
 
 
 @contextmanager
@@ -53,6 +103,7 @@ def open_services(settings: Settings, new_store: StoreFactory) -> Iterator[ApiSe
             tables=tables,
             queries=OperationQueries(tables, committed=store),
             replayer=DlqReplayer(store, producer, settings),
+            audit=Audit(store),
         )
 
 
@@ -67,4 +118,4 @@ def services_of(request: Request) -> ApiServices:
     return services
 
 
-__all__ = ["ApiServices", "StoreFactory", "open_services", "services_of"]
+__all__ = ["ApiServices", "ApiStore", "StoreFactory", "open_services", "services_of"]
