@@ -39,6 +39,11 @@ def test_every_route_is_documented_with_its_method() -> None:
         ("POST", "/api/v1/dlq/messages/{dlq_id}/replay"),
         ("DELETE", "/api/v1/dlq/messages/{dlq_id}"),
         ("GET", "/api/v1/dlq/stats"),
+        ("POST", "/api/v1/dlq/messages/replay-all"),
+        ("GET", "/api/v1/dlq/tasks"),
+        ("GET", "/api/v1/dlq/tasks/{task_id}"),
+        ("POST", "/api/v1/dlq/tasks/{task_id}/cancel"),
+        ("GET", "/api/v1/audit"),
     }
 
 
@@ -52,6 +57,8 @@ def test_a_token_is_required_exactly_by_the_routes_that_change_things() -> None:
     assert secured == {
         ("POST", "/api/v1/dlq/messages/{dlq_id}/replay"),
         ("DELETE", "/api/v1/dlq/messages/{dlq_id}"),
+        ("POST", "/api/v1/dlq/messages/replay-all"),
+        ("POST", "/api/v1/dlq/tasks/{task_id}/cancel"),
     }
 
 

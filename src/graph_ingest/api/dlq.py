@@ -27,8 +27,7 @@ from graph_ingest.api.dlq_models import (
     ReplayItemView,
     ReplayRequest,
 )
-from graph_ingest.api.errors import ApiError
-from graph_ingest.api.params import Cursor, DlqId, OlderThan, text_filter
+from graph_ingest.api.params import Cursor, DlqId, OlderThan, aware, text_filter
 from graph_ingest.api.services import ApiServices, services_of
 from graph_ingest.dlq import views
 from graph_ingest.domain.dlq import DlqStatus
@@ -43,14 +42,6 @@ Services = Annotated[ApiServices, Depends(services_of)]
 
 THROUGH_THE_API = "through the API"
 """Where a change was asked, as the entry's note and the audit say."""
-
-
-def _aware(moment: datetime | None, name: str) -> datetime | None:
-    if moment is not None and moment.tzinfo is None:
-        raise ApiError(
-            f"{name} needs a timezone, e.g. 2026-12-01T09:30:00Z", code=StatusCode.INVALID_ARGUMENT
-        )
-    return moment
 
 
 def _cursor_of(entry: DlqEntry) -> str:
@@ -100,9 +91,9 @@ def messages(
         document_id=document,
         older_than_s=older_than,
         limit=limit + 1,
-        after=_start_after(cursor, _aware(since, "from")),
+        after=_start_after(cursor, aware(since, "from")),
     )
-    end = _aware(until, "to")
+    end = aware(until, "to")
     found = services.store.list_dlq_entries(query)
     in_range = [e for e in found if end is None or e.dead_lettered_at < end]
     page = in_range[:limit]
@@ -142,7 +133,10 @@ def purge_message(
     dlq_id: DlqId,
     caller: Caller,
     services: Services,
-    reason: Annotated[str | None, Query(**REASON)] = None,
+    reason: Annotated[
+        str | None,
+        Query(**{**REASON, "description": "why (required: kept with the entry and in the audit)"}),
+    ] = None,
     force: Annotated[
         bool,
         Query(description="purge it although later versions wait behind it: they go to CONFLICT"),
