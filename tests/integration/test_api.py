@@ -227,6 +227,9 @@ def test_with_no_token_configured_every_change_is_refused_with_403(pipeline: Pip
         for answer in (
             client.post(f"{DLQ}/{dlq_id}/replay", json={"reason": "r"}, headers=AUTH),
             client.delete(f"{DLQ}/{dlq_id}", params={"reason": "r"}, headers=AUTH),
+            client.post(f"{DLQ}/replay-all", json={}, headers=AUTH),
+            client.post("/api/v1/dlq/tasks/task-0000000000000000/cancel", headers=AUTH),
+            client.post("/admin/circuit-breaker/neo4j/force-open", headers=AUTH),
         ):
             assert answer.status_code == 403, answer.text
             assert "GRAPH_INGEST_API__TOKENS" in answer.json()["error"]["message"]

@@ -44,6 +44,10 @@ def test_every_route_is_documented_with_its_method() -> None:
         ("GET", "/api/v1/dlq/tasks/{task_id}"),
         ("POST", "/api/v1/dlq/tasks/{task_id}/cancel"),
         ("GET", "/api/v1/audit"),
+        ("GET", "/admin/circuit-breaker"),
+        ("POST", "/admin/circuit-breaker/{dependency}/force-open"),
+        ("POST", "/admin/circuit-breaker/{dependency}/force-close"),
+        ("POST", "/admin/circuit-breaker/{dependency}/release"),
     }
 
 
@@ -59,6 +63,9 @@ def test_a_token_is_required_exactly_by_the_routes_that_change_things() -> None:
         ("DELETE", "/api/v1/dlq/messages/{dlq_id}"),
         ("POST", "/api/v1/dlq/messages/replay-all"),
         ("POST", "/api/v1/dlq/tasks/{task_id}/cancel"),
+        ("POST", "/admin/circuit-breaker/{dependency}/force-open"),
+        ("POST", "/admin/circuit-breaker/{dependency}/force-close"),
+        ("POST", "/admin/circuit-breaker/{dependency}/release"),
     }
 
 
