@@ -45,6 +45,8 @@ def test_every_route_is_documented_with_its_method() -> None:
         ("POST", "/api/v1/dlq/tasks/{task_id}/cancel"),
         ("GET", "/api/v1/audit"),
         ("GET", "/admin/circuit-breaker"),
+        ("GET", "/api/v1/documents/{space}/{document_id}"),
+        ("GET", "/api/v1/errors/report"),
         ("POST", "/admin/circuit-breaker/{dependency}/force-open"),
         ("POST", "/admin/circuit-breaker/{dependency}/force-close"),
         ("POST", "/admin/circuit-breaker/{dependency}/release"),

@@ -12,16 +12,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from graph_ingest.api.auth import Caller
 from graph_ingest.api.dlq_models import REASON
 from graph_ingest.api.errors import ApiError
+from graph_ingest.api.params import path_id
 from graph_ingest.api.services import ApiServices, services_of
 from graph_ingest.dlq.breaker_admin import force_breaker
 from graph_ingest.domain.breaker_control import KNOWN_DEPENDENCIES, BreakerControl, BreakerMode
-from graph_ingest.domain.limits import MAX_ID_LENGTH
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.control import read_controls
 from graph_ingest.producers.breaker_control import UnknownDependency
@@ -31,13 +31,7 @@ router = APIRouter(prefix="/admin/circuit-breaker", tags=["admin"])
 Services = Annotated[ApiServices, Depends(services_of)]
 
 Dependency = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=MAX_ID_LENGTH,
-        pattern=r"^[^\x00]*$",
-        description="the dependency whose breaker to force: " + ", ".join(KNOWN_DEPENDENCIES),
-    ),
+    str, path_id("the dependency whose breaker to force: " + ", ".join(KNOWN_DEPENDENCIES))
 ]
 QueryReason = Annotated[str | None, Query(alias="reason", **REASON)]
 

@@ -18,7 +18,7 @@ import anyio.to_thread
 from fastapi import FastAPI
 
 from graph_ingest import __version__
-from graph_ingest.api import admin, dlq, health, operations, tasks
+from graph_ingest.api import admin, dlq, health, operations, reads, tasks
 from graph_ingest.api.console import router as console
 from graph_ingest.api.errors import ERROR_RESPONSES, install_error_handlers
 from graph_ingest.api.services import StoreFactory, open_services
@@ -76,6 +76,7 @@ def create_app(settings: Settings, new_store: StoreFactory) -> FastAPI:
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(operations.router)
+    app.include_router(reads.router)
     app.include_router(tasks.router)
     app.include_router(admin.router)
     app.include_router(dlq.router)

@@ -15,10 +15,13 @@ from graph_ingest.domain.status import StatusCode
 
 _NO_NUL = r"^[^\x00]*$"
 
-OperationId = Annotated[
-    str,
-    Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=_NO_NUL, description="an operation id"),
-]
+
+def path_id(description: str) -> Any:
+    """A path parameter that names a stored id (an operation, a space, a document)."""
+    return Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=_NO_NUL, description=description)
+
+
+OperationId = Annotated[str, path_id("an operation id")]
 
 
 def text_filter(description: str, *, alias: str | None = None) -> Any:
@@ -82,5 +85,6 @@ __all__ = [
     "OperationId",
     "TaskId",
     "aware",
+    "path_id",
     "text_filter",
 ]

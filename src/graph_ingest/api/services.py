@@ -33,6 +33,8 @@ from graph_ingest.dlq.tasks import RedriveTasks, RunningTask
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.producer import KafkaProducer
+from graph_ingest.projections.documents import DocumentQueries
+from graph_ingest.projections.errors_report import ErrorsReports
 from graph_ingest.projections.queries import OperationQueries
 from graph_ingest.projections.tables import ReadTables
 from graph_ingest.settings import Settings
@@ -62,6 +64,8 @@ class ApiServices:
     store: ApiStore
     tables: ReadTables
     queries: OperationQueries
+    documents: DocumentQueries
+    errors: ErrorsReports
     replayer: DlqReplayer
     audit: Audit
     redrive: RedriveTasks
@@ -150,6 +154,8 @@ def open_services(settings: Settings, new_store: StoreFactory) -> Iterator[ApiSe
             store=store,
             tables=tables,
             queries=OperationQueries(tables, committed=store),
+            documents=DocumentQueries(tables),
+            errors=ErrorsReports(tables),
             replayer=replayer,
             audit=audit,
             redrive=RedriveTasks(store, replayer, audit, dlq_topic=settings.topics.dlq),
