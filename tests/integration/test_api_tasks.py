@@ -1,7 +1,7 @@
 """Redrive tasks and the audit log over HTTP, in process, against a real applier: a filtered,
 throttled task replays exactly the matching entries; a slow one is cancelled midway while a
 second is refused with 409; the audit shows the starts, the cancel and a purge with who (the
-token's name) and why."""
+token's name) and why; a task still running when the API stops is cancelled."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from graph_ingest.dlq.audit import AuditAction
+from graph_ingest.store.audit import AuditQuery
 from graph_ingest.waiting import wait_until
 from tests.integration.api_helpers import AUTH, api_client, api_settings, ok
 from tests.integration.pipeline import Pipeline
@@ -121,3 +123,33 @@ def test_tasks_over_http_filter_throttle_cancel_refuse_a_second_and_are_audited(
             client.get("/api/v1/audit", params={"since": "2026-12-01T00:00:00"}).status_code == 400
         )
         assert client.get("/api/v1/dlq/tasks/task-0000000000000000").status_code == 404
+
+
+def test_a_task_still_running_when_the_api_stops_is_cancelled_and_audited(
+    pipeline: Pipeline,
+) -> None:
+    # Given a task that has moved one of two entries and waits 100 s for its next turn
+    pipeline.start_applier()
+    plans = [dangling(pipeline, i) for i in range(2)]
+    by_op = dead_lettered(pipeline, *plans)
+    settings = api_settings(pipeline)
+    with api_client(settings) as client:
+        task = started(client, rate=0.01)
+        wait_until(
+            lambda: ok(client, f"/api/v1/dlq/tasks/{task['task_id']}")["moved"] >= 1,
+            timeout_s=90,
+            what="the task to move one entry",
+        )
+
+    # When the API has stopped (its lifespan ended)
+    # Then the task ended CANCELLED, its second entry not replayed, and the cancel is audited
+    stopped = pipeline.store.get_redrive_task(task["task_id"])
+    assert stopped is not None and stopped.status == "CANCELLED"
+    assert stopped.progress.moved == 1
+    (replayed,) = replays(pipeline)
+    assert replayed in {e.dlq_id for e in by_op.values()}
+    cancels = [
+        (a.record.actor, a.record.reason)
+        for a in pipeline.store.list_audit(AuditQuery(action=AuditAction.REDRIVE_CANCEL))
+    ]
+    assert cancels == [("graph-ingest serve", "the API shut down")]
