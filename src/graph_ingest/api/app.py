@@ -36,9 +36,11 @@ DESCRIPTION = """\
 Where is operation X? The read side of graph-ingest: operations and projections (read tables
 folded by `graph-ingest worker projector`), the dead-letter queue, and health.
 
-Reads need no token. Every request that changes something needs `Authorization: Bearer <token>`
-with a token of `GRAPH_INGEST_API__TOKENS` (name -> token, JSON); its name is recorded as who did
-it. Every error is `{"error": {"code", "message", "error_id", "trace_id"}}`.
+Reads need no token. Every request that changes something (replay, purge, redrive tasks, the
+admin routes that force a circuit breaker) needs `Authorization: Bearer <token>` with a token of
+`GRAPH_INGEST_API__TOKENS` (name -> token, JSON); its name is recorded in the audit log
+(`GET /api/v1/audit`) as who did it, with the reason given. Every error is
+`{"error": {"code", "message", "error_id", "trace_id"}}`.
 """
 
 
