@@ -25,7 +25,7 @@ from graph_ingest.api.console.views import (
 from graph_ingest.api.errors import ApiError, http_status_of
 from graph_ingest.api.services import ApiServices, services_of
 from graph_ingest.dlq.errors import DlqRefused
-from graph_ingest.dlq.purge import purge, stranded_by
+from graph_ingest.dlq.purge import stranded_by
 from graph_ingest.dlq.replay import Replay, RequestReplay
 from graph_ingest.dlq.views import PlanSummary, format_age, plan_summary, stats_lines
 from graph_ingest.domain.dlq import DlqStatus
@@ -41,6 +41,7 @@ router = APIRouter(include_in_schema=False)
 
 Action = Literal["replay", "purge"]
 LIVE_S = 5
+IN_THE_CONSOLE = "in the console"
 
 
 def _ages(services: ApiServices) -> Callable[[DlqEntry], str]:
@@ -225,17 +226,13 @@ async def act(request: Request, dlq_id: str, action: Action) -> Response:
 def _carry_out(
     services: ApiServices, dlq_id: str, action: Action, who: str, reason: str, *, force: bool
 ) -> str:
-    """Do it, one change to the DLQ at a time (as the API does); what happened, in a line."""
-    with services.changing:
-        if action == "replay":
-            item = services.replayer.replay(dlq_id, by=f"{who} in the console: {reason}")
-            return f"replayed by {who}" + (f": {item.reason}" if item.reason else "")
-        purged = purge(
-            services.store, services.settings.topics.dlq, dlq_id,
-            f"{reason} (purged by {who} in the console)", force=force,
-        )  # fmt: skip
-        moved = ", ".join(op.operation_id for op in purged.followers)
-        return f"purged by {who}" + (f"; moved to CONFLICT: {moved}" if moved else "")
+    """Do it as the API does (one change at a time, audited); what happened, in a line."""
+    if action == "replay":
+        item = services.replay(dlq_id, force=False, by=who, reason=reason, via=IN_THE_CONSOLE)
+        return f"replayed by {who}" + (f": {item.reason}" if item.reason else "")
+    purged, _ = services.purge(dlq_id, force=force, by=who, reason=reason, via=IN_THE_CONSOLE)
+    moved = ", ".join(op.operation_id for op in purged.followers)
+    return f"purged by {who}" + (f"; moved to CONFLICT: {moved}" if moved else "")
 
 
 __all__ = ["router"]

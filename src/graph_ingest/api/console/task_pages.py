@@ -117,7 +117,7 @@ async def start(request: Request) -> Response:
         who = require_cookie_token(request)
         if not reason:
             raise DlqRefused("a replay of all matching entries needs a reason: it is audited")
-        running = services_of(request).redrive.start(
+        running = services_of(request).start_redrive(
             task_selection(fields), rate=_rate(fields.get("rate", "")), by=who, reason=reason
         )
     except (ApiError, DlqRefused, InvalidQuery, TaskAlreadyRunning) as exc:
