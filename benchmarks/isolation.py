@@ -16,14 +16,15 @@ from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.graph import cypher
 from graph_ingest.kafka.admin import delete_topics, ensure_topics, pipeline_topics
+from graph_ingest.projections.tables import read_schema, rebuild_schema
 from graph_ingest.settings import Settings
 from graph_ingest.store.migrate import migrate
 
 
 @contextmanager
 def isolated(base: Settings, *, kafka: bool = True, **applier: Any) -> Iterator[Settings]:
-    """Topics (unless not ``kafka``), schema and group of one run, dropped afterwards;
-    ``applier`` overrides applier settings."""
+    """Topics (unless not ``kafka``), schema (and its read schemas) and groups of one run,
+    dropped afterwards; ``applier`` overrides applier settings."""
     tag = uuid.uuid4().hex[:8]
     settings = base.model_copy(
         update={
@@ -36,6 +37,7 @@ def isolated(base: Settings, *, kafka: bool = True, **applier: Any) -> Iterator[
             ),
             "postgres": base.postgres.model_copy(update={"schema_name": f"bench_{tag}"}),
             "applier": base.applier.model_copy(update={"group_id": f"bench.{tag}", **applier}),
+            "projector": base.projector.model_copy(update={"group_id": f"bench.{tag}.projector"}),
         }
     )
     if kafka:
@@ -47,6 +49,8 @@ def isolated(base: Settings, *, kafka: bool = True, **applier: Any) -> Iterator[
         if kafka:
             delete_topics(settings, pipeline_topics(settings.topics))
         with psycopg.connect(settings.postgres.conninfo(), autocommit=True) as conn:
+            for schema in (rebuild_schema(settings.postgres), read_schema(settings.postgres)):
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
             conn.execute(f'DROP SCHEMA "{settings.postgres.schema_name}" CASCADE')
 
 
