@@ -178,7 +178,7 @@ def main() -> None:
         ids = fill(settings, args.operations)
         with serving(settings) as port:
             latencies, wall = load(port, ids, args.clients, args.requests)
-    cuts = statistics.quantiles(latencies, n=100)
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
     print(
         f"GET /api/v1/operations/{{id}}, {args.operations:,} operations, {args.clients} clients"
         f" x {args.requests} requests: p50 {cuts[49] * 1000:.1f} ms, p90 {cuts[89] * 1000:.1f}"
