@@ -3,6 +3,8 @@ label of its workload; and the checks and sizes read from the services afterward
 
 from __future__ import annotations
 
+import logging
+import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,7 +20,19 @@ from graph_ingest.graph import cypher
 from graph_ingest.kafka.admin import delete_topics, ensure_topics, pipeline_topics
 from graph_ingest.projections.tables import read_schema, rebuild_schema
 from graph_ingest.settings import Settings
+from graph_ingest.stack.manager import LocalStack
 from graph_ingest.store.migrate import migrate
+
+
+def bench_stack() -> Settings:
+    """A benchmark's start: its progress logged to stderr (the libraries' only when they warn),
+    and the stack ``Settings()`` describes, started if needed."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    for noisy in ("graph_ingest", "neo4j", "kafka"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    base = Settings()
+    LocalStack(base).up()
+    return base
 
 
 @contextmanager
