@@ -61,7 +61,11 @@ def isolated(base: Settings, *, kafka: bool = True, **applier: Any) -> Iterator[
         yield settings
     finally:
         if kafka:
-            delete_topics(settings, pipeline_topics(settings.topics))
+            # only the run's own: the requests and control topics are the stack's, shared
+            shared = set(pipeline_topics(base.topics))
+            delete_topics(
+                settings, [t for t in pipeline_topics(settings.topics) if t not in shared]
+            )
         with psycopg.connect(settings.postgres.conninfo(), autocommit=True) as conn:
             for schema in (rebuild_schema(settings.postgres), read_schema(settings.postgres)):
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
