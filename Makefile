@@ -58,6 +58,10 @@ $(VENV)/.bench-extra: $(BIN)/graph-ingest
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	@touch $@
 
+.PHONY: bench-read
+bench-read: install $(VENV)/.bench-extra ## Read side: projector beside the pipeline with a fold ceiling, API latency, rebuild time
+	$(BIN)/python benchmarks/projection.py && $(BIN)/python benchmarks/api_latency.py && $(BIN)/python benchmarks/rebuild.py
+
 .PHONY: bench
 bench: install $(VENV)/.bench-extra ## Throughput, every workload: ceiling vs seed-style vs pipeline (starts the dev stack if needed)
 	$(BIN)/python benchmarks/throughput.py --workload all

@@ -142,7 +142,9 @@ def check_dlq_reads(pipeline: Pipeline, client: TestClient, dlq_id: str, operati
     stored = pipeline.store.get_dlq_entry(dlq_id)
     assert stored is not None
     listed = ok(client, DLQ)["entries"]
-    assert [without_age(e) for e in listed] == [without_age(views.entry_json(stored, now))]
+    requests = pipeline.settings.topics.requests
+    expected = views.entry_json(stored, now, requests_topic=requests)
+    assert [without_age(e) for e in listed] == [without_age(expected)]
     at = stored.dead_lettered_at
     for selects, filters in (
         (True, {"status": "PENDING_REVIEW", "code": stored.code.value, "space": SPACE}),

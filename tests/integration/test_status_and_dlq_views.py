@@ -19,6 +19,7 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_degradation_event, encode_plan
 from graph_ingest.waiting import wait_until
+from tests.integration.api_helpers import api_client, api_settings, ok
 from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import CountingWriter, Pipeline
 from tests.integration.projection_helpers import projector_env
@@ -149,6 +150,12 @@ def test_a_planning_dlq_entry_is_shown_as_the_request_it_holds(pipeline: Pipelin
     text = run(pipeline, "dlq", "show", dlq_id).output
     assert f"request       submission {refused}: INGEST unit/doc-bad version" in text, text
     assert "plan          none" not in text and "DecodeError" not in text
+    # and so does the HTTP API, in the list and in full
+    with api_client(api_settings(pipeline)) as client:
+        [http_listed] = ok(client, "/api/v1/dlq/messages")["entries"]
+        http_shown = ok(client, f"/api/v1/dlq/messages/{dlq_id}")
+    assert http_listed["request"] == listed["request"]
+    assert (http_shown["plan"], http_shown["request"]) == (None, shown["request"])
     # and its replay says it submits the request again
     replayed = run(pipeline, "dlq", "replay", dlq_id, "--reason", "planner fixed")
     assert replayed.exit_code == 0, replayed.output

@@ -99,9 +99,10 @@ def messages(
     page = in_range[:limit]
     more = len(in_range) > limit
     now = services.store.database_time()
+    requests = services.settings.topics.requests
     return JSONResponse(
         {
-            "entries": [views.entry_json(entry, now) for entry in page],
+            "entries": [views.entry_json(entry, now, requests_topic=requests) for entry in page],
             "next_cursor": _cursor_of(page[-1]) if more else None,
         }
     )
@@ -109,12 +110,14 @@ def messages(
 
 @router.get("/messages/{dlq_id}", response_model=DlqEntryDetail)
 def message(dlq_id: DlqId, services: Services) -> JSONResponse:
-    """One entry in full: its plan's summary, the original message and every attempt."""
+    """One entry in full: its plan's summary (or, for a request that failed planning, the
+    request's), the original message and every attempt."""
     entry = services.replayer.entry(dlq_id)
     envelope = decode_dlq_envelope(entry.envelope)
     operation = services.store.get_operation(entry.operation_id) if entry.operation_id else None
     now = services.store.database_time()
-    return JSONResponse(views.show_json(entry, envelope, operation, now))
+    requests = services.settings.topics.requests
+    return JSONResponse(views.show_json(entry, envelope, operation, now, requests_topic=requests))
 
 
 @router.post("/messages/{dlq_id}/replay", response_model=ReplayItemView)

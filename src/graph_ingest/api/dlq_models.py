@@ -13,12 +13,25 @@ from graph_ingest.dlq.replay import PlanSource
 from graph_ingest.dlq.replayer import Action
 from graph_ingest.domain.dlq import DlqEnvelope, DlqStatus
 from graph_ingest.domain.operation import ErrorInfo
+from graph_ingest.domain.request import RequestKind
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 
 
 class _Shape(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class RequestView(_Shape):
+    """``dlq.request_views.RequestSummary``: what a planning entry's request asked."""
+
+    submission_id: str | None
+    space: str | None
+    document_id: str | None
+    kind: RequestKind | None
+    document_version: str | None
+    decodes: bool
+    error: str | None = None
 
 
 class DlqEntryView(_Shape):
@@ -40,6 +53,10 @@ class DlqEntryView(_Shape):
     attempts: int
     dead_lettered_at: datetime
     age_s: float
+    request: RequestView | None = Field(
+        description="a request that failed planning (no plan, no operation): what it asked; "
+        "null for a plan's entry"
+    )
 
 
 class DlqEntryPage(_Shape):
@@ -73,7 +90,7 @@ class DlqEntryDetail(DlqEntryView):
 
     note: str | None
     operation_stage: Stage | None
-    plan: PlanView
+    plan: PlanView | None = Field(description="null for a request's entry (see `request`)")
     envelope: DlqEnvelope
 
 

@@ -21,7 +21,7 @@ def serve(host: str | None, port: int | None) -> None:
 
     Its OpenAPI document is at /openapi.json, the docs at /docs, health at /health/live,
     /health/ready and /health/startup. Reads need no token; requests that change something
-    (replay, purge) need `Authorization: Bearer <token>`, a token of GRAPH_INGEST_API__TOKENS
+    (replay, purge, redrive tasks, forced breakers) need `Authorization: Bearer <token>`, a token of GRAPH_INGEST_API__TOKENS
     (a JSON object of name -> token; the name is recorded as who did it).
 
     \b
