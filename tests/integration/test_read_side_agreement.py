@@ -44,7 +44,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 # Long enough that a later version published once its leader has FAILED parks behind it before
 # the leader runs out of retries, on a loaded machine.
-RETRY_DELAYS_S = (1.5, 2.0, 2.5)
+RETRY_DELAYS_S = (2.0, 3.0, 4.0)
 
 
 @dataclass
