@@ -3,6 +3,8 @@ label of its workload; and the checks and sizes read from the services afterward
 
 from __future__ import annotations
 
+import logging
+import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -16,14 +18,27 @@ from graph_ingest.domain.mutation import EdgeKey
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.graph import cypher
 from graph_ingest.kafka.admin import delete_topics, ensure_topics, pipeline_topics
+from graph_ingest.projections.tables import read_schema, rebuild_schema
 from graph_ingest.settings import Settings
+from graph_ingest.stack.manager import LocalStack
 from graph_ingest.store.migrate import migrate
+
+
+def bench_stack() -> Settings:
+    """A benchmark's start: its progress logged to stderr (the libraries' only when they warn),
+    and the stack ``Settings()`` describes, started if needed."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    for noisy in ("graph_ingest", "neo4j", "kafka"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    base = Settings()
+    LocalStack(base).up()
+    return base
 
 
 @contextmanager
 def isolated(base: Settings, *, kafka: bool = True, **applier: Any) -> Iterator[Settings]:
-    """Topics (unless not ``kafka``), schema and group of one run, dropped afterwards;
-    ``applier`` overrides applier settings."""
+    """Topics (unless not ``kafka``), schema (and its read schemas) and groups of one run,
+    dropped afterwards; ``applier`` overrides applier settings."""
     tag = uuid.uuid4().hex[:8]
     settings = base.model_copy(
         update={
@@ -36,6 +51,7 @@ def isolated(base: Settings, *, kafka: bool = True, **applier: Any) -> Iterator[
             ),
             "postgres": base.postgres.model_copy(update={"schema_name": f"bench_{tag}"}),
             "applier": base.applier.model_copy(update={"group_id": f"bench.{tag}", **applier}),
+            "projector": base.projector.model_copy(update={"group_id": f"bench.{tag}.projector"}),
         }
     )
     if kafka:
@@ -45,8 +61,14 @@ def isolated(base: Settings, *, kafka: bool = True, **applier: Any) -> Iterator[
         yield settings
     finally:
         if kafka:
-            delete_topics(settings, pipeline_topics(settings.topics))
+            # only the run's own: the requests and control topics are the stack's, shared
+            shared = set(pipeline_topics(base.topics))
+            delete_topics(
+                settings, [t for t in pipeline_topics(settings.topics) if t not in shared]
+            )
         with psycopg.connect(settings.postgres.conninfo(), autocommit=True) as conn:
+            for schema in (rebuild_schema(settings.postgres), read_schema(settings.postgres)):
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
             conn.execute(f'DROP SCHEMA "{settings.postgres.schema_name}" CASCADE')
 
 

@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -103,26 +104,28 @@ class CompletedEvents:
 
 
 @contextmanager
-def applier_processes(settings: Settings, count: int, logs: Path) -> Iterator[list[int]]:
-    """``count`` ``graph-ingest worker applier`` processes on ``settings``; yields their pids.
-    Stopped with SIGTERM (they finish the batch in hand), killed if they do not exit in 60 s."""
-    env = {**os.environ, **pipeline_env(settings)}
+def worker_processes(
+    settings: Settings, worker: str, count: int, logs: Path, **env: str
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` ``graph-ingest worker <worker>`` processes on ``settings`` (``env``: more
+    variables); yields them. Stopped with SIGTERM (they finish the batch in hand), killed if they
+    do not exit in 60 s."""
+    environment = {**os.environ, **pipeline_env(settings), **env}
     logs.mkdir(parents=True, exist_ok=True)
     processes = []
     try:
         for index in range(count):
-            log = logs / f"{settings.postgres.schema_name}-applier-{index}.log"
+            log = logs / f"{settings.postgres.schema_name}-{worker}-{index}.log"
             with log.open("wb") as out:
                 processes.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "graph_ingest.cli.main", "worker", "applier"],
-                        env=env,
+                        [sys.executable, "-m", "graph_ingest.cli.main", "worker", worker],
+                        env=environment,
                         stdout=out,
                         stderr=subprocess.STDOUT,
                     )
                 )
-        wait_for_group(settings, processes)
-        yield [p.pid for p in processes]
+        yield processes
     finally:
         for process in processes:
             process.send_signal(signal.SIGTERM)
@@ -132,6 +135,15 @@ def applier_processes(settings: Settings, count: int, logs: Path) -> Iterator[li
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextmanager
+def applier_processes(settings: Settings, count: int, logs: Path) -> Iterator[list[int]]:
+    """``count`` appliers (``worker_processes``), once they share every plans partition; yields
+    their pids."""
+    with worker_processes(settings, "applier", count, logs) as processes:
+        wait_for_group(settings, processes)
+        yield [p.pid for p in processes]
 
 
 def wait_for_group(settings: Settings, processes: Sequence[subprocess.Popen[bytes]]) -> None:
@@ -198,31 +210,66 @@ def completed_at(settings: Settings) -> dict[str, float]:
     return {op: datetime.fromisoformat(at).timestamp() for op, at in rows if at is not None}
 
 
+@dataclass(frozen=True)
+class Running:
+    """A run's pipeline, its warm-up and setup plans applied: ready for the measured plans."""
+
+    settings: Settings
+    producer: KafkaProducer
+    events: CompletedEvents
+    applier_pids: list[int]
+    timeout_s: float
+
+    def publish(
+        self, workload: Workload, rate: float | None = None
+    ) -> tuple[dict[str, float], float]:
+        """Publish the measured plans (at once, or ``rate`` plans/s): when each was sent, and
+        when the last of their COMPLETED events was read (epoch seconds)."""
+        messages = workload.messages(workload.plans, self.settings.topics.plans)
+        sent = publish(self.producer, messages, rate)
+        measured = [p.operation_id for p in workload.plans]
+        return sent, self.events.wait_for(measured, self.timeout_s)
+
+
+@contextmanager
+def running(
+    settings: Settings, workload: Workload, *, appliers: int, logs: Path
+) -> Iterator[Running]:
+    """``appliers`` processes on ``settings`` (``isolated``), the workload's warm-up and setup
+    plans applied by them; stopped when the block ends."""
+    timeout_s = 600 + len(workload.plans) / 10
+    with (
+        KafkaProducer(settings.kafka) as producer,
+        CompletedEvents(settings) as events,
+        applier_processes(settings, appliers, logs) as pids,
+    ):
+        for group in (workload.warmup, workload.setup):
+            if group:
+                publish(producer, workload.messages(group, settings.topics.plans), None)
+                events.wait_for([p.operation_id for p in group], timeout_s)
+        yield Running(settings, producer, events, pids, timeout_s)
+
+
+def check_run(settings: Settings, workload: Workload) -> None:
+    """Every plan COMPLETED, and the graph exactly what the plans say."""
+    check_completed(settings, workload.applied)
+    check_graph(settings, workload.graph.node_label, workload.applied)
+
+
 def pipeline(
     base: Settings, workload: Workload, *, appliers: int, logs: Path, rate: float | None = None
 ) -> Run:
     """One run: ``appliers`` processes; the measured plans published at once, or at ``rate``
     plans/s (then the run reports publish→COMPLETED latency percentiles)."""
-    with isolated(base) as settings, KafkaProducer(settings.kafka) as producer:
-        topic = settings.topics.plans
+    with isolated(base) as settings:
         measured = [p.operation_id for p in workload.plans]
-        timeout_s = 600 + len(workload.plans) / 10
-        with (
-            CompletedEvents(settings) as events,
-            applier_processes(settings, appliers, logs) as pids,
-        ):
-            for group in (workload.warmup, workload.setup):
-                if group:
-                    publish(producer, workload.messages(group, topic), None)
-                    events.wait_for([p.operation_id for p in group], timeout_s)
+        with running(settings, workload, appliers=appliers, logs=logs) as run:
             before = schema_bytes(settings)
-            sent = publish(producer, workload.messages(workload.plans, topic), rate)
-            last_event = events.wait_for(measured, timeout_s)
-            rss = max(peak_rss(pid) for pid in pids)
+            sent, last_event = run.publish(workload, rate)
+            rss = max(peak_rss(pid) for pid in run.applier_pids)
         completed = completed_at(settings)
         growth = schema_bytes(settings) - before
-        check_completed(settings, workload.applied)
-        check_graph(settings, workload.graph.node_label, workload.applied)
+        check_run(settings, workload)
     first = min(sent.values())
     last = max(last_event, *(completed[op] for op in measured))
     latency = [(completed[op] - sent[op]) * 1000 for op in measured]

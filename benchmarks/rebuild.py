@@ -16,7 +16,6 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-import psycopg
 from confluent_kafka import Producer
 from isolation import isolated
 
@@ -25,7 +24,7 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.projections.lag import LagState
 from graph_ingest.projections.lag_reader import operations_lag
 from graph_ingest.projections.rebuild import Rebuild
-from graph_ingest.projections.tables import ReadTables, read_schema, rebuild_schema
+from graph_ingest.projections.tables import ReadTables
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.stack.manager import LocalStack
@@ -94,34 +93,20 @@ def main() -> None:
     base = Settings()
     LocalStack(base).up()
     with isolated(base) as settings:
-        settings = settings.model_copy(
-            update={
-                "projector": settings.projector.model_copy(
-                    update={"group_id": f"{settings.applier.group_id}.projector"}
-                )
-            }
+        events = fill(settings, args.operations)
+        live_s = fold_live(settings)
+        print(f"projector: {events:,} events in {live_s:.1f} s ({events / live_s:,.0f} events/s)")
+        started = time.monotonic()
+        outcome = Rebuild(settings, wait_live_s=120).run(threading.Event())
+        rebuild_s = time.monotonic() - started
+        if not outcome.switched:
+            raise RuntimeError(f"not switched: {outcome}")
+        print(
+            f"rebuild of {args.operations:,} operations ({outcome.folded:,} events): "
+            f"{rebuild_s:.1f} s ({outcome.folded / rebuild_s:,.0f} events/s), compared "
+            f"{', '.join(f'{t.table} {t.live.rows if t.live else 0:,} rows' for t in outcome.tables)}"
+            ", switched"
         )
-        try:
-            events = fill(settings, args.operations)
-            live_s = fold_live(settings)
-            print(
-                f"projector: {events:,} events in {live_s:.1f} s ({events / live_s:,.0f} events/s)"
-            )
-            started = time.monotonic()
-            outcome = Rebuild(settings, wait_live_s=120).run(threading.Event())
-            rebuild_s = time.monotonic() - started
-            if not outcome.switched:
-                raise RuntimeError(f"not switched: {outcome}")
-            print(
-                f"rebuild of {args.operations:,} operations ({outcome.folded:,} events): "
-                f"{rebuild_s:.1f} s ({outcome.folded / rebuild_s:,.0f} events/s), compared "
-                f"{', '.join(f'{t.table} {t.live.rows if t.live else 0:,} rows' for t in outcome.tables)}"
-                ", switched"
-            )
-        finally:
-            with psycopg.connect(settings.postgres.conninfo(), autocommit=True) as conn:
-                for schema in (read_schema(settings.postgres), rebuild_schema(settings.postgres)):
-                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 if __name__ == "__main__":

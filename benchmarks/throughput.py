@@ -38,7 +38,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ceiling import ceiling, rust_extension
-from isolation import graph_label, wipe_label
+from isolation import bench_stack, graph_label, wipe_label
 from pipeline_run import pipeline
 from report import table, write_chart, write_json
 from results import Run
@@ -47,7 +47,6 @@ from workloads import Workload, build
 
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.settings import Settings
-from graph_ingest.stack.manager import LocalStack
 
 log = logging.getLogger("throughput")
 
@@ -101,11 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="small counts; checks only")
     parser.add_argument("--out", type=Path, default=Path("build/bench"))
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    for noisy in ("graph_ingest", "neo4j", "kafka"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    base = Settings()
-    LocalStack(base).up()
+    base = bench_stack()
     args.out.mkdir(parents=True, exist_ok=True)
     counts = QUICK_PLANS if args.quick else DEFAULT_PLANS
     kinds = WORKLOADS if args.workload == "all" else (args.workload,)

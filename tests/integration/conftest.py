@@ -1,10 +1,13 @@
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from graph_ingest.settings import Settings
+from graph_ingest.wiring import run_projector
 from tests.integration.pipeline import Pipeline, isolated_settings
+from tests.integration.projection_helpers import projector_settings
 
 PipelineFactory = Callable[..., Pipeline]
 
@@ -38,3 +41,27 @@ def pipeline(pipeline_factory: PipelineFactory) -> Pipeline:
 def one_partition_pipeline(pipeline_factory: PipelineFactory) -> Pipeline:
     """``pipeline`` with one plans partition: plans of any documents arrive in publish order."""
     return pipeline_factory(plan_partitions=1)
+
+
+@pytest.fixture
+def projected(pipeline_factory: PipelineFactory) -> Iterator[PipelineFactory]:
+    """Builds pipelines as ``pipeline_factory`` does, each with a projector (a thread) folding
+    its operations topic into its read tables; the projectors stop at the end of the test."""
+    stop = threading.Event()
+    projectors: list[threading.Thread] = []
+
+    def make(**overrides: Any) -> Pipeline:
+        pipeline = pipeline_factory(**overrides)
+        projector = threading.Thread(
+            target=run_projector, args=(projector_settings(pipeline), stop), daemon=True
+        )
+        projector.start()
+        projectors.append(projector)
+        return pipeline
+
+    try:
+        yield make
+    finally:
+        stop.set()
+        for projector in projectors:
+            projector.join(timeout=60)

@@ -14,7 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from graph_ingest.dlq import views
+from graph_ingest.dlq.audit import AuditAction
 from graph_ingest.domain.stages import Stage
+from graph_ingest.store.audit import AuditQuery
 from graph_ingest.waiting import wait_until
 from tests.integration.api_helpers import (
     AUTH,
@@ -123,6 +125,10 @@ def test_every_endpoint_agrees_with_the_write_side_and_a_replay_completes(
         # Then it is marked REPLAYED and the operation completes, as the API shows
         assert replayed.status_code == 200, replayed.text
         assert (replayed.json()["action"], replayed.json()["status"]) == ("replayed", "REPLAYED")
+        replays = pipeline.store.list_audit(AuditQuery(action=AuditAction.DLQ_REPLAY))
+        assert [(a.record.actor, a.record.target, a.record.reason) for a in replays] == [
+            ("alice", (entry.dlq_id,), "Ghost 0 exists now")
+        ]
         projected(client, failed.operation_id, Stage.COMPLETED)
         assert ok(client, f"{DLQ}/{entry.dlq_id}")["status"] == "REPLAYED"
         again = client.post(f"{DLQ}/{entry.dlq_id}/replay", json=body, headers=AUTH)
@@ -185,7 +191,9 @@ def test_a_purge_that_would_strand_a_follower_is_refused_without_force(
     with api_client(api_settings(pipeline)) as client:
         # When v1's entry is purged without force (and once without a reason)
         path = f"{DLQ}/{leader}"
-        assert client.delete(path, headers=AUTH).status_code == 400
+        unexplained = client.delete(path, headers=AUTH)
+        assert unexplained.status_code == 422, unexplained.text
+        assert "dlq.purge needs a reason" in unexplained.json()["error"]["message"]
         refused = client.delete(path, params={"reason": "bad extraction"}, headers=AUTH)
 
         # Then it is refused with 409 naming v2, and nothing changes
@@ -199,9 +207,16 @@ def test_a_purge_that_would_strand_a_follower_is_refused_without_force(
         )
         assert forced.status_code == 200, forced.text
         assert [c["operation_id"] for c in forced.json()["conflicted"]] == [v2.operation_id]
-        assert forced.json()["note"] == "bad extraction (purged through the API by alice)"
+        assert forced.json()["note"] == "bad extraction (purged by alice through the API)"
         assert statuses(pipeline) == {leader: "RESOLVED", follower: "RESOLVED"}
         assert client.delete(path, params={"reason": "again"}, headers=AUTH).status_code == 409
+
+        # and the audit records the one purge made, with who and why
+        purges = pipeline.store.list_audit(AuditQuery(action=AuditAction.DLQ_PURGE))
+        assert [(a.record.actor, a.record.target, a.record.reason) for a in purges] == [
+            ("alice", (leader,), "bad extraction")
+        ]
+        assert purges[0].record.details["conflicted"] == [v2.operation_id]
 
 
 def test_with_no_token_configured_every_change_is_refused_with_403(pipeline: Pipeline) -> None:
@@ -212,6 +227,9 @@ def test_with_no_token_configured_every_change_is_refused_with_403(pipeline: Pip
         for answer in (
             client.post(f"{DLQ}/{dlq_id}/replay", json={"reason": "r"}, headers=AUTH),
             client.delete(f"{DLQ}/{dlq_id}", params={"reason": "r"}, headers=AUTH),
+            client.post(f"{DLQ}/replay-all", json={}, headers=AUTH),
+            client.post("/api/v1/dlq/tasks/task-0000000000000000/cancel", headers=AUTH),
+            client.post("/admin/circuit-breaker/neo4j/force-open", headers=AUTH),
         ):
             assert answer.status_code == 403, answer.text
             assert "GRAPH_INGEST_API__TOKENS" in answer.json()["error"]["message"]

@@ -6,8 +6,7 @@ a real applier's relay; and `errors report` over it."""
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,38 +20,12 @@ from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import encode_plan
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
-from graph_ingest.wiring import run_projector
-from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.integration.projection_helpers import projector_env, projector_settings, status_rows
 from tests.integration.test_applier import doc_v1
 from tests.integration.test_failure_routing import ROUTING, babbage_times_out, three_versions
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def projected(pipeline_factory: PipelineFactory) -> Iterator[Callable[..., Pipeline]]:
-    """Makes a pipeline (``isolated_settings`` overrides) with fast retries and a projector
-    folding its operations topic."""
-    stop = threading.Event()
-    projectors: list[threading.Thread] = []
-
-    def make(**overrides: Any) -> Pipeline:
-        pipeline = pipeline_factory(**{**ROUTING, **overrides})
-        projector = threading.Thread(
-            target=run_projector, args=(projector_settings(pipeline), stop), daemon=True
-        )
-        projector.start()
-        projectors.append(projector)
-        return pipeline
-
-    try:
-        yield make
-    finally:
-        stop.set()
-        for projector in projectors:
-            projector.join(timeout=60)
 
 
 def read_row(settings: Settings, operation_id: str, stage: Stage) -> dict[str, Any]:
@@ -68,7 +41,7 @@ def read_row(settings: Settings, operation_id: str, stage: Stage) -> dict[str, A
 def test_the_read_table_knows_a_dead_lettered_and_a_parked_operation(
     projected: Callable[..., Pipeline],
 ) -> None:
-    pipeline = projected()
+    pipeline = projected(**ROUTING)
     settings = projector_settings(pipeline)
     v1, v2, v3 = three_versions(pipeline)
     pipeline.start_applier(babbage_times_out(pipeline))
@@ -95,6 +68,11 @@ def test_the_read_table_knows_a_dead_lettered_and_a_parked_operation(
     assert parked["parked_behind"] == entries[v3.operation_id].parked_behind == v1.operation_id
     assert parked["plan_kind"] == "INGESTION"
     assert "PARKED" in [t["stage"] for t in parked["transitions"]]
+    # and `status` names the chain of leaders it waits behind (v1 waits behind none)
+    runner = CliRunner(env=projector_env(pipeline))
+    shown = runner.invoke(cli, ["status", v3.operation_id, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["parked_chain"] == [v1.operation_id]
     # and the dead-lettered one has every column an operator asks for
     dead = read_row(settings, v1.operation_id, Stage.DEAD_LETTERED)
     entry = entries[v1.operation_id]
@@ -119,7 +97,6 @@ def test_the_read_table_knows_a_dead_lettered_and_a_parked_operation(
     others = [t for t in dead["transitions"] if t not in failures]
     assert all(t["error"] is None for t in others), dead["transitions"]
     # and the errors report counts v1's failures as the write side recorded them
-    runner = CliRunner(env=projector_env(pipeline))
     since = (failed.created_at - timedelta(minutes=1)).isoformat()
     until = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
     result = runner.invoke(cli, ["errors", "report", "--from", since, "--to", until, "--json"])
@@ -146,7 +123,7 @@ def test_the_read_table_knows_a_dead_lettered_and_a_parked_operation(
 def test_an_outage_waited_out_in_place_leaves_its_trace(
     projected: Callable[..., Pipeline],
 ) -> None:
-    pipeline = projected(breaker_failure_threshold=2, breaker_probe_interval_s=0.2)
+    pipeline = projected(**ROUTING, breaker_failure_threshold=2, breaker_probe_interval_s=0.2)
     settings = projector_settings(pipeline)
     plan = doc_v1(pipeline, "doc-held")
     # Given Neo4j unavailable (its probe fails too) while a plan arrives

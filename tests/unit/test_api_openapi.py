@@ -39,6 +39,17 @@ def test_every_route_is_documented_with_its_method() -> None:
         ("POST", "/api/v1/dlq/messages/{dlq_id}/replay"),
         ("DELETE", "/api/v1/dlq/messages/{dlq_id}"),
         ("GET", "/api/v1/dlq/stats"),
+        ("POST", "/api/v1/dlq/messages/replay-all"),
+        ("GET", "/api/v1/dlq/tasks"),
+        ("GET", "/api/v1/dlq/tasks/{task_id}"),
+        ("POST", "/api/v1/dlq/tasks/{task_id}/cancel"),
+        ("GET", "/api/v1/audit"),
+        ("GET", "/admin/circuit-breaker"),
+        ("GET", "/api/v1/documents/{space}/{document_id}"),
+        ("GET", "/api/v1/errors/report"),
+        ("POST", "/admin/circuit-breaker/{dependency}/force-open"),
+        ("POST", "/admin/circuit-breaker/{dependency}/force-close"),
+        ("POST", "/admin/circuit-breaker/{dependency}/release"),
     }
 
 
@@ -52,6 +63,11 @@ def test_a_token_is_required_exactly_by_the_routes_that_change_things() -> None:
     assert secured == {
         ("POST", "/api/v1/dlq/messages/{dlq_id}/replay"),
         ("DELETE", "/api/v1/dlq/messages/{dlq_id}"),
+        ("POST", "/api/v1/dlq/messages/replay-all"),
+        ("POST", "/api/v1/dlq/tasks/{task_id}/cancel"),
+        ("POST", "/admin/circuit-breaker/{dependency}/force-open"),
+        ("POST", "/admin/circuit-breaker/{dependency}/force-close"),
+        ("POST", "/admin/circuit-breaker/{dependency}/release"),
     }
 
 

@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
-from graph_ingest.cli.params import AwareDateTime, format_duration, parse_duration
+from graph_ingest.cli.params import AwareDateTime
+from graph_ingest.domain.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
-"""The console's pure views: raw bytes as hex, an operation's history as a timeline, and a list
-page's filters from its query string (a bad value is InvalidQuery, named)."""
+"""The console's pure views: raw bytes as hex, an operation's history as a timeline (each step
+with the failure it recorded), the chain an operation is parked behind, and a list page's
+filters and cursor from its query string (a bad value is InvalidQuery, named)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from graph_ingest.api.console.task_pages import task_selection
 from graph_ingest.api.console.views import (
     dlq_query,
     hex_lines,
@@ -14,11 +16,15 @@ from graph_ingest.api.console.views import (
     timeline,
     utf8_or_none,
 )
+from graph_ingest.api.console.worker_pages import dependency_modes
+from graph_ingest.domain.breaker_control import BreakerControl, BreakerMode
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.projections.fold import Transition
-from graph_ingest.projections.queries import InvalidQuery, OperationFilter
+from graph_ingest.projections.fold import OperationStatus, Transition
+from graph_ingest.projections.operation_views import parked_chain
+from graph_ingest.projections.queries import InvalidQuery, OperationFilter, encode_keyset
+from tests.operation_histories import DEAD_LETTERED_AFTER_RETRY, history
 
 T0 = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
 
@@ -94,3 +100,70 @@ def test_a_bad_filter_value_is_an_invalid_query_that_names_it(
 ) -> None:
     with pytest.raises(InvalidQuery, match=named):
         operation_filter(params)
+
+
+def test_each_timeline_step_carries_the_failure_it_recorded_not_the_one_carried_on() -> None:
+    snapshots = history("op-1", DEAD_LETTERED_AFTER_RETRY)
+    steps = timeline(tuple(Transition.of(s) for s in snapshots))
+
+    failed, replanned, dead = snapshots[1].last_error, snapshots[2], snapshots[3].last_error
+    assert failed is not None and dead is not None and failed.error_id != dead.error_id
+    assert replanned.last_error == failed  # carried on by PREPARED: not its own failure
+    assert [s.error for s in steps] == [None, failed, None, dead]
+    assert steps[1].error and steps[1].error.trace_id
+
+
+def _parked(operation_id: str, behind: str | None) -> OperationStatus:
+    [prepared] = history(operation_id, ())
+    operation = prepared.model_copy(update={"stage": Stage.PARKED, "parked_behind": behind})
+    return OperationStatus.of(operation, ())
+
+
+def test_the_parked_chain_follows_each_link_and_stops_at_the_end_a_cycle_or_the_limit() -> None:
+    known = {s.operation_id: s for s in (_parked("b", "c"), _parked("c", None))}
+    chain = parked_chain("b", known.get)
+    assert [(link.operation_id, link.status) for link in chain] == [
+        ("b", known["b"]),
+        ("c", known["c"]),
+    ]
+    # an operation the read table lacks ends the chain, said as unknown
+    assert [(link.operation_id, link.status) for link in parked_chain("x", known.get)] == [
+        ("x", None)
+    ]
+    assert parked_chain(None, known.get) == []
+    looped = {"p": _parked("p", "q"), "q": _parked("q", "p")}
+    assert [link.operation_id for link in parked_chain("p", looped.get)] == ["p", "q"]
+    endless = {f"o{i}": _parked(f"o{i}", f"o{i + 1}") for i in range(50)}
+    assert len(parked_chain("o0", endless.get, limit=5)) == 5
+
+
+def test_the_dlq_list_reads_its_cursor_and_names_a_bad_one() -> None:
+    cursor = encode_keyset(T0, "dlq-7")
+
+    assert dlq_query({"cursor": cursor}).after == (T0, "dlq-7")
+    assert dlq_query({"cursor": ""}).after is None
+    with pytest.raises(InvalidQuery, match="not a cursor this service gave out"):
+        dlq_query({"cursor": "nonsense"})
+
+
+def test_every_known_dependency_has_a_mode_automatic_unless_forced() -> None:
+    forced = BreakerControl(
+        dependency="neo4j", mode=BreakerMode.FORCED_OPEN, by="oncall", reason="upgrade", at=T0
+    )
+    other = forced.model_copy(update={"dependency": "kafka", "mode": BreakerMode.FORCED_CLOSED})
+
+    modes = dependency_modes({"neo4j": forced, "kafka": other})
+
+    assert [(m.dependency, m.mode, m.control) for m in modes] == [
+        ("kafka", BreakerMode.FORCED_CLOSED, other),
+        ("neo4j", BreakerMode.FORCED_OPEN, forced),
+        ("postgres", BreakerMode.AUTOMATIC, None),
+    ]
+
+
+def test_a_redrive_takes_every_entry_the_list_filters_select_not_its_page() -> None:
+    params = {"status": "RESOLVED", "code": "FAILED_PRECONDITION", "space": "it"}
+    selection = task_selection({**params, "cursor": encode_keyset(T0, "dlq-7")})
+
+    assert (selection.code, selection.space) == (StatusCode.FAILED_PRECONDITION, "it")
+    assert (selection.status, selection.limit, selection.after) == (None, None, None)

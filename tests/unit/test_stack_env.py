@@ -63,6 +63,7 @@ def test_a_pipeline_round_trips_through_the_environment(monkeypatch: pytest.Monk
             ),
             "postgres": base.postgres.model_copy(update={"schema_name": "p_schema"}),
             "applier": base.applier.model_copy(update={"group_id": "p.group"}),
+            "projector": base.projector.model_copy(update={"group_id": "p.projector"}),
         }
     )
 
@@ -71,4 +72,5 @@ def test_a_pipeline_round_trips_through_the_environment(monkeypatch: pytest.Monk
     assert seen.topics == original.topics
     assert seen.postgres.schema_name == "p_schema"
     assert seen.applier.group_id == "p.group"
+    assert seen.projector.group_id == "p.projector"
     assert (seen.kafka, seen.postgres) == (original.kafka, original.postgres)

@@ -18,7 +18,7 @@ import anyio.to_thread
 from fastapi import FastAPI
 
 from graph_ingest import __version__
-from graph_ingest.api import dlq, health, operations
+from graph_ingest.api import admin, dlq, health, operations, reads, tasks
 from graph_ingest.api.console import router as console
 from graph_ingest.api.errors import ERROR_RESPONSES, install_error_handlers
 from graph_ingest.api.services import StoreFactory, open_services
@@ -36,9 +36,11 @@ DESCRIPTION = """\
 Where is operation X? The read side of graph-ingest: operations and projections (read tables
 folded by `graph-ingest worker projector`), the dead-letter queue, and health.
 
-Reads need no token. Every request that changes something needs `Authorization: Bearer <token>`
-with a token of `GRAPH_INGEST_API__TOKENS` (name -> token, JSON); its name is recorded as who did
-it. Every error is `{"error": {"code", "message", "error_id", "trace_id"}}`.
+Reads need no token. Every request that changes something (replay, purge, redrive tasks, the
+admin routes that force a circuit breaker) needs `Authorization: Bearer <token>` with a token of
+`GRAPH_INGEST_API__TOKENS` (name -> token, JSON); its name is recorded in the audit log
+(`GET /api/v1/audit`) as who did it, with the reason given. Every error is
+`{"error": {"code", "message", "error_id", "trace_id"}}`.
 """
 
 
@@ -76,6 +78,9 @@ def create_app(settings: Settings, new_store: StoreFactory) -> FastAPI:
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(operations.router)
+    app.include_router(reads.router)
+    app.include_router(tasks.router)
+    app.include_router(admin.router)
     app.include_router(dlq.router)
     app.include_router(console.router)  # /ui: the operator console (HTML, not in /openapi.json)
     return app

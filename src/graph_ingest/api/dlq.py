@@ -3,7 +3,8 @@
 
 Listing pages oldest first by (dead-lettered time, DLQ id) with an opaque cursor, like the index
 itself; ``from``/``to`` bound that time, so a time range is a range of the keyset. Replay and
-purge need a token (its name is recorded) and a reason, and run one at a time.
+purge need a token (its name is recorded) and a reason, run one at a time and are audited
+(``ApiServices.replay``/``purge``).
 """
 
 from __future__ import annotations
@@ -26,11 +27,9 @@ from graph_ingest.api.dlq_models import (
     ReplayItemView,
     ReplayRequest,
 )
-from graph_ingest.api.errors import ApiError
-from graph_ingest.api.params import Cursor, DlqId, OlderThan, text_filter
+from graph_ingest.api.params import Cursor, DlqId, OlderThan, aware, text_filter
 from graph_ingest.api.services import ApiServices, services_of
 from graph_ingest.dlq import views
-from graph_ingest.dlq.purge import purge
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.projections.queries import MAX_LIMIT, decode_cursor
@@ -41,13 +40,8 @@ router = APIRouter(prefix="/api/v1/dlq", tags=["dlq"])
 
 Services = Annotated[ApiServices, Depends(services_of)]
 
-
-def _aware(moment: datetime | None, name: str) -> datetime | None:
-    if moment is not None and moment.tzinfo is None:
-        raise ApiError(
-            f"{name} needs a timezone, e.g. 2026-12-01T09:30:00Z", code=StatusCode.INVALID_ARGUMENT
-        )
-    return moment
+THROUGH_THE_API = "through the API"
+"""Where a change was asked, as the entry's note and the audit say."""
 
 
 def _cursor_of(entry: DlqEntry) -> str:
@@ -97,9 +91,9 @@ def messages(
         document_id=document,
         older_than_s=older_than,
         limit=limit + 1,
-        after=_start_after(cursor, _aware(since, "from")),
+        after=_start_after(cursor, aware(since, "from")),
     )
-    end = _aware(until, "to")
+    end = aware(until, "to")
     found = services.store.list_dlq_entries(query)
     in_range = [e for e in found if end is None or e.dead_lettered_at < end]
     page = in_range[:limit]
@@ -126,12 +120,11 @@ def message(dlq_id: DlqId, services: Services) -> JSONResponse:
 @router.post("/messages/{dlq_id}/replay", response_model=ReplayItemView)
 def replay(dlq_id: DlqId, body: ReplayRequest, caller: Caller, services: Services) -> JSONResponse:
     """Publish the entry's frozen plan again (a planning entry: its request) and mark it
-    REPLAYED. 409 when it cannot be replayed as things stand (the message says why and what to
-    do); ``force`` replays one already REPLAYED or RESOLVED."""
-    with services.changing:
-        item = services.replayer.replay(
-            dlq_id, force=body.force, by=f"the API for {caller}: {body.reason.strip()}"
-        )
+    REPLAYED; audited. 409 when it cannot be replayed as things stand (the message says why and
+    what to do); ``force`` replays one already REPLAYED or RESOLVED."""
+    item = services.replay(
+        dlq_id, force=body.force, by=caller, reason=body.reason, via=THROUGH_THE_API
+    )
     return JSONResponse(views.replay_item_json(item))
 
 
@@ -140,23 +133,21 @@ def purge_message(
     dlq_id: DlqId,
     caller: Caller,
     services: Services,
-    reason: Annotated[str, Query(**REASON)],
+    reason: Annotated[
+        str | None,
+        Query(**{**REASON, "description": "why (required: kept with the entry and in the audit)"}),
+    ] = None,
     force: Annotated[
         bool,
         Query(description="purge it although later versions wait behind it: they go to CONFLICT"),
     ] = False,
 ) -> JSONResponse:
-    """Resolve the entry for good (kept for audit, never replayed). 409, naming them, when
-    later versions of its document wait behind its operation, unless ``force=true``."""
-    note = f"{reason.strip()} (purged through the API by {caller})"
-    with services.changing:
-        purged = purge(
-            services.store,
-            services.settings.topics.dlq,
-            dlq_id,
-            note,
-            force=force,
-        )
+    """Resolve the entry for good (kept for audit, never replayed); audited. 422 without a
+    ``reason``; 409, naming them, when later versions of its document wait behind its
+    operation, unless ``force=true``."""
+    purged, note = services.purge(
+        dlq_id, force=force, by=caller, reason=reason, via=THROUGH_THE_API
+    )
     now = services.store.database_time()
     return JSONResponse(views.purge_json(purged, note, now))
 

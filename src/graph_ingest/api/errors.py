@@ -9,6 +9,7 @@ it so: ``{"error": {"code", "message", "error_id", "trace_id"}}``.
 what went wrong                               status  code
 ============================================  ======  ===================
 a body the schema rejects                     422     INVALID_ARGUMENT
+a change without the reason it needs          422     INVALID_ARGUMENT
 an id, cursor or filter that is malformed     400     INVALID_ARGUMENT
 no such resource (or route)                   404     NOT_FOUND
 no token, or a wrong one                      401     UNAUTHENTICATED
@@ -30,6 +31,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from graph_ingest.dlq.audit import MissingReason
 from graph_ingest.domain.error_detail import new_error_id
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
@@ -136,6 +138,12 @@ async def _graph_ingest_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(request, exc.code, exc.message, headers=headers)
 
 
+async def _missing_reason(request: Request, exc: Exception) -> JSONResponse:
+    """A change asked without the reason the audit needs: the request is incomplete (422)."""
+    assert isinstance(exc, MissingReason)
+    return error_response(request, exc.code, exc.message, status=HTTPStatus.UNPROCESSABLE_ENTITY)
+
+
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     """A body the schema rejects is 422; an id or a filter (path, query) is 400: the request
     names something that cannot exist."""
@@ -169,6 +177,7 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(GraphIngestError, _graph_ingest_error)
+    app.add_exception_handler(MissingReason, _missing_reason)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -4,18 +4,24 @@ error; and the schema says so exactly (schemathesis holds the routes to it)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Path, Query
 
+from graph_ingest.api.errors import ApiError
 from graph_ingest.domain.limits import MAX_ID_LENGTH
+from graph_ingest.domain.status import StatusCode
 
 _NO_NUL = r"^[^\x00]*$"
 
-OperationId = Annotated[
-    str,
-    Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=_NO_NUL, description="an operation id"),
-]
+
+def path_id(description: str) -> Any:
+    """A path parameter that names a stored id (an operation, a space, a document)."""
+    return Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=_NO_NUL, description=description)
+
+
+OperationId = Annotated[str, path_id("an operation id")]
 
 
 def text_filter(description: str, *, alias: str | None = None) -> Any:
@@ -51,9 +57,34 @@ OlderThan = Annotated[
     ),
 ]
 
-DlqId = Annotated[
-    str, Path(pattern=r"^dlq-[0-9a-f]{24}$", description="a DLQ id: dlq- and 24 hex digits")
+DLQ_ID_PATTERN = r"^dlq-[0-9a-f]{24}$"
+
+DlqId = Annotated[str, Path(pattern=DLQ_ID_PATTERN, description="a DLQ id: dlq- and 24 hex digits")]
+
+TaskId = Annotated[
+    str,
+    Path(pattern=r"^task-[0-9a-f]{16}$", description="a redrive task id: task- and 16 hex digits"),
 ]
 
 
-__all__ = ["MAX_AGE_S", "Cursor", "DlqId", "OlderThan", "OperationId", "text_filter"]
+def aware(moment: datetime | None, name: str) -> datetime | None:
+    """``moment`` when it has a timezone (or is None); else a 400 naming parameter ``name``."""
+    if moment is not None and moment.tzinfo is None:
+        raise ApiError(
+            f"{name} needs a timezone, e.g. 2026-12-01T09:30:00Z", code=StatusCode.INVALID_ARGUMENT
+        )
+    return moment
+
+
+__all__ = [
+    "DLQ_ID_PATTERN",
+    "MAX_AGE_S",
+    "Cursor",
+    "DlqId",
+    "OlderThan",
+    "OperationId",
+    "TaskId",
+    "aware",
+    "path_id",
+    "text_filter",
+]

@@ -53,7 +53,8 @@ def dlq() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
 @reports_errors
 def list_entries(status: str | None, code: str | None, as_json: bool, **filters: Any) -> None:
-    """List DLQ entries, oldest first: status, last error code, age, attempts, document.
+    """List DLQ entries, oldest first: status, last error code, age, attempts, document, and the
+    operation it holds (or "request SUBMISSION_ID" for a request that could not be planned).
 
     \b
     Examples:
@@ -63,14 +64,16 @@ def list_entries(status: str | None, code: str | None, as_json: bool, **filters:
     from graph_ingest.dlq.views import entry_json, entry_table
 
     query = dlq_query(status, code, **filters)
-    with dlq_store(load_settings()) as store:
+    settings = load_settings()
+    requests = settings.topics.requests
+    with dlq_store(settings) as store:
         entries = store.list_dlq_entries(query)
         now = store.database_time()
         more = len(entries) == query.limit and store.count_dlq_entries(query) > len(entries)
     if as_json:
-        echo_json({"entries": [entry_json(e, now) for e in entries]})
+        echo_json({"entries": [entry_json(e, now, requests_topic=requests) for e in entries]})
         return
-    for line in entry_table(entries, now):
+    for line in entry_table(entries, now, requests_topic=requests):
         click.echo(line)
     if more:
         click.echo(f"(the oldest {len(entries)} shown: --limit to see more)")
@@ -81,7 +84,9 @@ def list_entries(status: str | None, code: str | None, as_json: bool, **filters:
 @click.option("--json", "as_json", is_flag=True, help="Print the entry and its envelope as JSON.")
 @reports_errors
 def show(dlq_id: str, as_json: bool) -> None:
-    """Show DLQ entry DLQ_ID: its envelope, every attempt, and the plan it holds.
+    """Show DLQ entry DLQ_ID: its envelope, every attempt, and the plan it holds; a planning
+    entry (a request that could not be planned) shows the request: its submission, space,
+    document and version, and what its replay does.
 
     The original key, value and headers are kept byte for byte (base64 in JSON); "repeat
     failures" counts how often a replay of the entry failed again. Exit code 3 for an unknown id.
@@ -94,7 +99,8 @@ def show(dlq_id: str, as_json: bool) -> None:
     from graph_ingest.dlq.views import show_json, show_lines
     from graph_ingest.schemas.codec import decode_dlq_envelope
 
-    with dlq_store(load_settings()) as store:
+    settings = load_settings()
+    with dlq_store(settings) as store:
         entry = store.get_dlq_entry(dlq_id)
         if entry is None:
             raise DlqEntryNotFound(f"DLQ entry {dlq_id} not found")
@@ -102,10 +108,12 @@ def show(dlq_id: str, as_json: bool) -> None:
         now = store.database_time()
         repeats = store.repeat_failures(dlq_id)
     envelope = decode_dlq_envelope(entry.envelope)
+    requests = settings.topics.requests
     if as_json:
-        echo_json({**show_json(entry, envelope, operation, now), "repeat_failures": repeats})
+        shown = show_json(entry, envelope, operation, now, requests_topic=requests)
+        echo_json({**shown, "repeat_failures": repeats})
         return
-    for line in show_lines(entry, envelope, operation, now):
+    for line in show_lines(entry, envelope, operation, now, requests_topic=requests):
         click.echo(line)
         if line.startswith("status "):
             click.echo(f"repeat failures {repeats} (replays of it that failed again)")
@@ -156,8 +164,7 @@ def replay(dlq_id: str, force: bool, by: str, reason: str | None, as_json: bool)
       graph-ingest dlq replay dlq-3f2a… --reason "Ghost 1 exists now"
     """
     from graph_ingest.dlq.audit import AuditAction
-    from graph_ingest.dlq.replay import PlanSource
-    from graph_ingest.dlq.views import replay_item_json
+    from graph_ingest.dlq.views import replay_item_json, request_of
 
     settings = load_settings()
     with dlq_replayer(settings) as (replayer, audit):
@@ -172,11 +179,16 @@ def replay(dlq_id: str, force: bool, by: str, reason: str | None, as_json: bool)
     if as_json:
         echo_json(replay_item_json(item))
         return
-    if item.source is PlanSource.REQUEST:
-        where = f"request re-submitted to {settings.topics.requests}"
+    request = request_of(item.entry, settings.topics.requests)
+    if request is not None:
+        done = (
+            f"(submission {request.submission_id or '-'}, {request.space}/{request.document_id}): "
+            f"request re-submitted to {settings.topics.requests}, to be planned afresh "
+            "(`graph-ingest status SUBMISSION_ID` follows it)"
+        )
     else:
-        where = f"plan re-published to {settings.topics.plans}"
-    line = f"replayed {item.entry.dlq_id} {item.entry.operation_id}: {where}"
+        done = f"{item.entry.operation_id}: plan re-published to {settings.topics.plans}"
+    line = f"replayed {item.entry.dlq_id} {done}"
     click.echo(line + (f"; {item.reason}" if item.reason else ""))
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -73,35 +72,19 @@ def report(start: datetime, end: datetime, output: str, as_json: bool) -> None:
 
 
 def _rendered(found: ErrorsReport, output: str) -> str:
+    from graph_ingest.projections.errors_report import report_json
+
     if output == "json":
-        return json.dumps(_report_json(found), indent=2) + "\n"
+        return json.dumps(report_json(found), indent=2) + "\n"
     if output == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(_CSV_COLUMNS)
-        for group in _report_json(found)["groups"]:
+        for group in report_json(found)["groups"]:
             examples = " ".join(group["example_operation_ids"])
             writer.writerow([*(group[c] for c in _CSV_COLUMNS[:-1]), examples])
         return buffer.getvalue()
     return _table(found)
-
-
-def _report_json(found: ErrorsReport) -> dict[str, Any]:
-    groups = [
-        {
-            **asdict(group),
-            "first_seen": group.first_seen.isoformat(),
-            "last_seen": group.last_seen.isoformat(),
-            "example_operation_ids": list(group.example_operation_ids),
-        }
-        for group in found.groups
-    ]
-    return {
-        "from": found.start.isoformat(),
-        "to": found.end.isoformat(),
-        "failures": found.failures,
-        "groups": groups,
-    }
 
 
 def _table(found: ErrorsReport) -> str:

@@ -14,8 +14,14 @@ from graph_ingest.cli.exit_codes import JsonCommand, reports_errors
 from graph_ingest.cli.ops import json_default, status_views
 from graph_ingest.cli.params import Duration
 from graph_ingest.domain.failure_view import AttemptView, FailureView
+from graph_ingest.domain.operation import ErrorInfo
 from graph_ingest.domain.stages import Stage
-from graph_ingest.projections.operation_views import OperationView, SubmissionView
+from graph_ingest.projections.operation_views import (
+    MAX_PARKED_CHAIN,
+    OperationView,
+    Step,
+    SubmissionView,
+)
 from graph_ingest.store.failures import FailureAttempt
 from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission
 
@@ -65,8 +71,10 @@ def publish_plan(plan_file: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the view as JSON.")
 @reports_errors
 def status(operation_id: str, wait_s: float, as_json: bool) -> None:
-    """Show where an operation is, from the read tables: stage, plan kind, attempts, every
-    transition with its own time, last error, next retry, DLQ entry, fingerprint, document;
+    """Show where an operation is, from the read tables: stage, plan kind, submission, attempts
+    (as its DLQ entry counts them), every transition with its own time and the error it
+    recorded (error id, trace id), last error, next retry and its tier, DLQ entry, the leaders
+    it waits behind, the outages it waited out in place (and how long), fingerprint, document;
     every failure routed to a retry tier or the DLQ (error id, trace id, where, retry advice);
     its replans; and the extraction issues its plan was made with.
 
@@ -113,14 +121,17 @@ def view_json(view: OperationView | SubmissionView) -> dict[str, object]:
 def _operation_json(view: OperationView) -> dict[str, object]:
     return {
         **asdict(view.status),
+        "transitions": [{**asdict(s.transition), "error": s.error} for s in view.steps],
+        "waits": [asdict(wait) for wait in view.waited],
         "current": view.current,
         "committed_sequence": view.committed_sequence,
         "plan_kind": view.plan_kind,
         "base_operation_id": view.base_operation_id,
+        "parked_chain": list(view.parked_chain),
         "failures": [asdict(f) for f in view.failures],
         "replan": asdict(view.replan) if view.replan else None,
         "replan_of": asdict(view.replan_of) if view.replan_of else None,
-        "submission_id": view.submission.submission_id if view.submission else None,
+        "submission_id": view.submission_id,
         **_issues_json(view.submission),
     }
 
@@ -232,10 +243,13 @@ def _describe_failures(failures: Sequence[FailureAttempt]) -> list[str]:
 
 
 def _describe(view: OperationView) -> list[str]:
+    from graph_ingest.dlq.views import format_age
+
     op = view.status
     lines = [
         f"operation   {op.operation_id}",
         f"document    {op.space}/{op.document_id} (expected revision {op.expected_revision})",
+        f"submission  {view.submission_id or '-'}",
         f"stage       {op.stage}",
         f"attempts    {op.attempts}",
         f"fingerprint {op.fingerprint}",
@@ -245,16 +259,35 @@ def _describe(view: OperationView) -> list[str]:
             f"stale       the projection has seen sequence {op.sequence} of "
             f"{view.committed_sequence}: see `graph-ingest projections status`, or use --wait"
         )
-    lines.append("transitions")
-    lines += [
-        f"  {t.sequence:>3} {t.stage:<16}{t.at.isoformat()}  attempts {t.attempts}"
-        for t in op.transitions
-    ]
+    lines += ["transitions", *(_step_line(step) for step in view.steps)]
     if op.last_error:
         label = "reason" if op.stage in (Stage.CONFLICT, Stage.PARKED) else "last error"
-        lines.append(f"{label:<12}{FailureView.of_error(op.last_error).headline}")
+        lines.append(f"{label:<12}{_error_text(op.last_error)}")
     if op.next_retry_at and op.stage is Stage.FAILED:
-        lines.append(f"next retry  {op.next_retry_at.isoformat()}")
+        tier = "" if op.retry_tier is None else f" on retry tier {op.retry_tier}"
+        lines.append(f"next retry  {op.next_retry_at.isoformat()}{tier}")
     if op.dlq_id and op.stage is Stage.DEAD_LETTERED:
         lines.append(f"dlq entry   {op.dlq_id} (graph-ingest dlq show {op.dlq_id})")
+    if view.parked_chain:
+        more = " -> ..." if len(view.parked_chain) == MAX_PARKED_CHAIN else ""
+        lines.append(f"waits for   {' -> '.join(view.parked_chain)}{more}")
+    lines += [
+        f"waited out  {wait.dependency} outage from {wait.started_at.isoformat()} to "
+        f"{wait.ended_at.isoformat()} ({format_age(wait.seconds)}), plan held: no attempt spent"
+        for wait in view.waited
+    ]
     return lines
+
+
+def _step_line(step: Step) -> str:
+    t = step.transition
+    line = f"  {t.sequence:>3} {t.stage:<16}{t.at.isoformat()}  attempts {t.attempts}"
+    return line if step.error is None else f"{line}  {_error_text(step.error)}"
+
+
+def _error_text(error: ErrorInfo) -> str:
+    """The error's headline, then the ids to find it by (those it carries)."""
+    ids = [f"error {error.error_id}"] if error.error_id else []
+    ids += [f"trace {error.trace_id}"] if error.trace_id else []
+    headline = FailureView.of_error(error).headline
+    return f"{headline} ({', '.join(ids)})" if ids else headline

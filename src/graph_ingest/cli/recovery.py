@@ -11,7 +11,8 @@ import click
 
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import ExitCode, JsonCommand, reports_errors
-from graph_ingest.cli.params import Duration, format_duration
+from graph_ingest.cli.params import Duration
+from graph_ingest.domain.durations import format_duration
 from graph_ingest.settings import Settings
 
 if TYPE_CHECKING:  # the commands import lazily: --help stays fast

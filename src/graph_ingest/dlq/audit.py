@@ -33,6 +33,15 @@ class MissingReason(DlqError):
 REASON_REQUIRED = frozenset({AuditAction.DLQ_PURGE})
 
 
+def required_reason(action: AuditAction, reason: str | None) -> str | None:
+    """``reason`` stripped (None when blank); MissingReason when ``action`` must say why. A
+    service calls it before acting, so a change without its reason is refused before it is made."""
+    why = reason.strip() if reason and reason.strip() else None
+    if why is None and action in REASON_REQUIRED:
+        raise MissingReason(f"{action} needs a reason: say why (--reason / reason)")
+    return why
+
+
 def local_actor() -> str:
     """Who runs the CLI when ``--by`` does not say: ``$USER@host``."""
     try:
@@ -60,9 +69,7 @@ class Audit:
         """Record that ``by`` did ``action`` to ``target`` (ids, a dependency name) because of
         ``reason``; ``details``: the rest of what was asked (JSON-able). A purge needs a
         reason (MissingReason)."""
-        why = reason.strip() if reason and reason.strip() else None
-        if why is None and action in REASON_REQUIRED:
-            raise MissingReason(f"{action} needs a reason: say why (--reason / reason)")
+        why = required_reason(action, reason)
         actor = by.strip() or local_actor()
         return self._store.append_audit(
             AuditRecord(
@@ -91,4 +98,11 @@ def audit_entry_json(entry: AuditEntry) -> dict[str, Any]:
     }
 
 
-__all__ = ["Audit", "AuditAction", "MissingReason", "audit_entry_json", "local_actor"]
+__all__ = [
+    "Audit",
+    "AuditAction",
+    "MissingReason",
+    "audit_entry_json",
+    "local_actor",
+    "required_reason",
+]

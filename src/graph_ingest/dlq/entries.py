@@ -84,6 +84,13 @@ def _document_of(key: bytes | None) -> tuple[str | None, str | None]:
     return space, document_id
 
 
+def submission_id_of_envelope(envelope: DlqEnvelope) -> str | None:
+    """The submission the dead-lettered message was sent for (its ``submission_id`` header)."""
+    headers = [(h.key, h.value) for h in envelope.original_headers]
+    value = kafka_headers.header_value(headers, kafka_headers.SUBMISSION_ID)
+    return value.decode("utf-8", errors="replace") if value else None
+
+
 def with_status(entry: DlqEntry, status: DlqStatus, note: str) -> DlqEntry:
     """The entry with a new status (replayed, resolved) and why, its envelope re-encoded."""
     return entry_of(entry.dlq_id, decode_dlq_envelope(entry.envelope).with_status(status, note))
@@ -94,5 +101,6 @@ __all__ = [
     "dlq_id_of_position",
     "entry_of",
     "replayed_from",
+    "submission_id_of_envelope",
     "with_status",
 ]

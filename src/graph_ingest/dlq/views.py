@@ -1,5 +1,9 @@
 """What the DLQ tools show, pure: entries as table rows and JSON, one entry in full, the stats,
-a replay run. ``now`` (the database's clock, the one of ``--older-than``) is passed in."""
+a replay run. ``now`` (the database's clock, the one of ``--older-than``) is passed in.
+
+Given the requests topic (``requests_topic``), a planning entry is shown as the request it holds
+(``dlq.request_views``): its submission, space and document, never as a plan that does not
+decode; without it (callers that have not adopted it yet) every entry is shown as a plan's."""
 
 from __future__ import annotations
 
@@ -9,12 +13,14 @@ from datetime import datetime
 from typing import Any
 
 from graph_ingest.dlq.purge import Purged
-from graph_ingest.dlq.replay import decoded_plan
+from graph_ingest.dlq.replay import PlanSource, decoded_plan
 from graph_ingest.dlq.replayer import Action, ReplayItem, ReplayReport
+from graph_ingest.dlq.request_views import RequestSummary, request_summary
 from graph_ingest.domain.dlq import DlqEnvelope, DlqStatus
 from graph_ingest.domain.failure_view import AttemptView, FailureView
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
+from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.store.dlq_index import DlqEntry, DlqStats
 
 
@@ -41,10 +47,29 @@ def _document(entry: DlqEntry) -> str:
     return f"{entry.space}/{entry.document_id}" if entry.space else "-"
 
 
+def request_of(entry: DlqEntry, requests_topic: str | None) -> RequestSummary | None:
+    """The request a planning entry holds; None for a plan's entry (or no requests topic)."""
+    if requests_topic is None or entry.original_topic != requests_topic:
+        return None
+    return request_summary(entry, decode_dlq_envelope(entry.envelope), requests_topic)
+
+
 # -- entries ------------------------------------------------------------------------------------
 
 
-def entry_json(entry: DlqEntry, now: datetime) -> dict[str, Any]:
+def entry_json(
+    entry: DlqEntry, now: datetime, *, requests_topic: str | None = None
+) -> dict[str, Any]:
+    """The index row; with ``requests_topic``, also ``request``: the request of a planning
+    entry (None for a plan's)."""
+    shown = _entry_fields(entry, now)
+    if requests_topic is None:
+        return shown
+    request = request_of(entry, requests_topic)
+    return {**shown, "request": asdict(request) if request else None}
+
+
+def _entry_fields(entry: DlqEntry, now: datetime) -> dict[str, Any]:
     return {
         "dlq_id": entry.dlq_id,
         "status": entry.status.value,
@@ -68,8 +93,11 @@ def entry_json(entry: DlqEntry, now: datetime) -> dict[str, Any]:
 _COLUMNS = ("DLQ ID", "STATUS", "CODE", "AGE", "ATTEMPTS", "DOCUMENT", "OPERATION")
 
 
-def entry_table(entries: list[DlqEntry], now: datetime) -> list[str]:
-    """A header and one line per entry, columns aligned; a sentence when there are none."""
+def entry_table(
+    entries: list[DlqEntry], now: datetime, *, requests_topic: str | None = None
+) -> list[str]:
+    """A header and one line per entry, columns aligned; a sentence when there are none. A
+    planning entry's last column names its request's submission (with ``requests_topic``)."""
     if not entries:
         return ["no DLQ entries match"]
     rows = [_COLUMNS] + [
@@ -80,7 +108,7 @@ def entry_table(entries: list[DlqEntry], now: datetime) -> list[str]:
             format_age(_age(e, now)),
             str(e.attempts),
             _document(e),
-            e.operation_id or "-",
+            _subject(e, request_of(e, requests_topic)),
         )
         for e in entries
     ]
@@ -89,6 +117,13 @@ def entry_table(entries: list[DlqEntry], now: datetime) -> list[str]:
         "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])
         for row in rows
     ]
+
+
+def _subject(entry: DlqEntry, request: RequestSummary | None) -> str:
+    """What the entry holds: its operation, or the request of a submission never planned."""
+    if request is not None:
+        return f"request {request.submission_id or '(no submission id)'}"
+    return entry.operation_id or "-"
 
 
 # -- one entry ------------------------------------------------------------------------------------
@@ -139,21 +174,32 @@ def plan_summary(envelope: DlqEnvelope) -> PlanSummary | str:
 
 
 def show_json(
-    entry: DlqEntry, envelope: DlqEnvelope, operation: Operation | None, now: datetime
+    entry: DlqEntry,
+    envelope: DlqEnvelope,
+    operation: Operation | None,
+    now: datetime,
+    *,
+    requests_topic: str | None = None,
 ) -> dict[str, Any]:
-    summary = plan_summary(envelope)
-    plan = (
-        {"decodes": True, **asdict(summary)}
-        if isinstance(summary, PlanSummary)
-        else {"decodes": False, "error": summary}
-    )
-    return {
-        **entry_json(entry, now),
+    """The entry in full; with ``requests_topic``, a planning entry has its ``request`` and no
+    ``plan`` (None), a plan's entry ``request`` None."""
+    request = request_summary(entry, envelope, requests_topic) if requests_topic else None
+    shown = {
+        **_entry_fields(entry, now),
         "note": envelope.note,
         "operation_stage": operation.stage.value if operation else None,
-        "plan": plan,
+        "plan": None if request else _plan_json(plan_summary(envelope)),
         "envelope": envelope.model_dump(mode="json"),
     }
+    if requests_topic is None:
+        return shown
+    return {**shown, "request": asdict(request) if request else None}
+
+
+def _plan_json(summary: PlanSummary | str) -> dict[str, Any]:
+    if isinstance(summary, PlanSummary):
+        return {"decodes": True, **asdict(summary)}
+    return {"decodes": False, "error": summary}
 
 
 def _text(value: bytes | None) -> str:
@@ -167,17 +213,23 @@ def _text(value: bytes | None) -> str:
 
 
 def show_lines(
-    entry: DlqEntry, envelope: DlqEnvelope, operation: Operation | None, now: datetime
+    entry: DlqEntry,
+    envelope: DlqEnvelope,
+    operation: Operation | None,
+    now: datetime,
+    *,
+    requests_topic: str | None = None,
 ) -> list[str]:
+    """The entry in full; a planning entry (with ``requests_topic``) as the request it holds,
+    and what its replay does."""
     where = envelope.original_topic
     if envelope.original_partition is not None:
         where += f"[{envelope.original_partition}]@{envelope.original_offset}"
-    stage = f" (stage {operation.stage})" if operation else " (no operation)"
-    summary = plan_summary(envelope)
+    request = request_summary(entry, envelope, requests_topic) if requests_topic else None
     lines = [
         f"dlq entry     {entry.dlq_id}",
         f"status        {entry.status}" + (f": {envelope.note}" if envelope.note else ""),
-        f"operation     {entry.operation_id or '-'}" + (stage if entry.operation_id else ""),
+        _holds(entry, operation, request),
         f"document      {_document(entry)}",
         f"error         {FailureView(entry.code, entry.error_class, entry.message).headline}",
         f"from          {where} key {_text(envelope.original_key)}",
@@ -186,11 +238,29 @@ def show_lines(
     ]
     if entry.parked_behind:
         lines.append(f"parked behind {entry.parked_behind}")
-    plan_line = summary.line() if isinstance(summary, PlanSummary) else f"none: {summary}"
-    lines.append(f"plan          {plan_line}")
+    if request is None:
+        summary = plan_summary(envelope)
+        plan_line = summary.line() if isinstance(summary, PlanSummary) else f"none: {summary}"
+        lines.append(f"plan          {plan_line}")
+    elif request.decodes:
+        lines.append(f"replay        submits the request again to {requests_topic}: planned afresh")
+    else:
+        lines.append("replay        refused: it holds no request to submit again (purge it)")
     headers = ", ".join(f"{h.key}={_text(h.value)}" for h in envelope.original_headers)
     lines.append(f"headers       {headers or '-'}")
-    lines.append("attempts")
+    return [*lines, "attempts", *_attempt_lines(envelope)]
+
+
+def _holds(entry: DlqEntry, operation: Operation | None, request: RequestSummary | None) -> str:
+    """The line that says what the entry holds: a request never planned, or an operation."""
+    if request is not None:
+        return f"request       {request.line()}"
+    stage = f" (stage {operation.stage})" if operation else " (no operation)"
+    return f"operation     {entry.operation_id or '-'}" + (stage if entry.operation_id else "")
+
+
+def _attempt_lines(envelope: DlqEnvelope) -> list[str]:
+    lines = []
     for i, record in enumerate(envelope.attempts):
         if i == 1 and envelope.folded_attempts:
             lines.append(f"  … {envelope.folded_attempts} attempts folded")
@@ -268,7 +338,8 @@ def replay_item_json(item: ReplayItem) -> dict[str, Any]:
 
 def replay_item_line(item: ReplayItem) -> str:
     entry = item.entry
-    line = f"{item.action.value:<12} {entry.dlq_id} {entry.operation_id or '-'} {_document(entry)}"
+    held = "request" if item.source is PlanSource.REQUEST else entry.operation_id or "-"
+    line = f"{item.action.value:<12} {entry.dlq_id} {held} {_document(entry)}"
     if item.error is not None:
         line += f": {item.error.code} {item.error.message}"
     elif item.reason:
@@ -310,6 +381,7 @@ __all__ = [
     "replay_item_line",
     "replay_report_json",
     "replay_summary",
+    "request_of",
     "show_json",
     "show_lines",
     "stats_json",

@@ -10,12 +10,11 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from graph_ingest.dlq.entries import entry_of
+from graph_ingest.dlq.entries import entry_of, submission_id_of_envelope
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.projections.keyed_tables import KeyedTable
 from graph_ingest.projections.read_events import DlqEvent
-from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.store.postgres.params import Row
 
 DLQ_ENTRIES = "dlq_entries"
@@ -81,16 +80,13 @@ def read_entry(event: DlqEvent, requests_topic: str) -> DlqReadEntry | None:
     if envelope is None:
         return None
     entry = entry_of(event.dlq_id, envelope, encoded=event.encoded)
-    submission = kafka_headers.header_value(
-        [(h.key, h.value) for h in envelope.original_headers], kafka_headers.SUBMISSION_ID
-    )
     return DlqReadEntry(
         dlq_id=entry.dlq_id,
         status=entry.status,
         is_request=envelope.original_topic == requests_topic,
         operation_id=entry.operation_id,
         fingerprint=entry.fingerprint,
-        submission_id=submission.decode("utf-8", errors="replace") if submission else None,
+        submission_id=submission_id_of_envelope(envelope),
         space=entry.space,
         document_id=entry.document_id,
         code=entry.code,

@@ -11,8 +11,9 @@ and is released when that one commits. The range is half-open, ``[from, to)``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from psycopg import sql
 
@@ -77,6 +78,25 @@ def check_range(start: datetime, end: datetime) -> None:
         )
 
 
+def report_json(found: ErrorsReport) -> dict[str, Any]:
+    """The report as JSON: `errors report --json` prints it and the API answers it."""
+    groups = [
+        {
+            **asdict(group),
+            "first_seen": group.first_seen.isoformat(),
+            "last_seen": group.last_seen.isoformat(),
+            "example_operation_ids": list(group.example_operation_ids),
+        }
+        for group in found.groups
+    ]
+    return {
+        "from": found.start.isoformat(),
+        "to": found.end.isoformat(),
+        "failures": found.failures,
+        "groups": groups,
+    }
+
+
 class ErrorsReports:
     """Errors reports from the read tables of one store schema (``ReadTables``, started)."""
 
@@ -108,4 +128,11 @@ class ErrorsReports:
         )
 
 
-__all__ = ["MAX_EXAMPLES", "ErrorGroup", "ErrorsReport", "ErrorsReports", "check_range"]
+__all__ = [
+    "MAX_EXAMPLES",
+    "ErrorGroup",
+    "ErrorsReport",
+    "ErrorsReports",
+    "check_range",
+    "report_json",
+]

@@ -44,6 +44,7 @@ def pipeline_env(settings: Settings) -> dict[str, str]:
         f"{PREFIX}POSTGRES__SCHEMA_NAME": settings.postgres.schema_name,
         f"{PREFIX}APPLIER__GROUP_ID": settings.applier.group_id,
         f"{PREFIX}PLANNER__GROUP_ID": settings.planner.group_id,
+        f"{PREFIX}PROJECTOR__GROUP_ID": settings.projector.group_id,
     }
 
 

@@ -6,6 +6,7 @@ the POST that does it with the operator's token (``tokens``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -24,7 +25,7 @@ from graph_ingest.api.console.views import (
 from graph_ingest.api.errors import ApiError, http_status_of
 from graph_ingest.api.services import ApiServices, services_of
 from graph_ingest.dlq.errors import DlqRefused
-from graph_ingest.dlq.purge import purge, stranded_by
+from graph_ingest.dlq.purge import stranded_by
 from graph_ingest.dlq.replay import Replay, RequestReplay
 from graph_ingest.dlq.views import PlanSummary, format_age, plan_summary, stats_lines
 from graph_ingest.domain.dlq import DlqStatus
@@ -32,7 +33,7 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.failure_view import AttemptView
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.projections.queries import InvalidQuery
+from graph_ingest.projections.queries import InvalidQuery, encode_keyset
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.store.dlq_index import DlqEntry
 
@@ -40,6 +41,7 @@ router = APIRouter(include_in_schema=False)
 
 Action = Literal["replay", "purge"]
 LIVE_S = 5
+IN_THE_CONSOLE = "in the console"
 
 
 def _ages(services: ApiServices) -> Callable[[DlqEntry], str]:
@@ -57,20 +59,27 @@ def entries(request: Request) -> HTMLResponse:
         "live": LIVE_S,
         "statuses": list(DlqStatus),
         "codes": list(StatusCode),
-        "page_size": DLQ_PAGE,
     }
     try:
         services = services_of(request)
         shown["age"] = _ages(services)
         query = dlq_query(request.query_params)
-        listed = services.store.list_dlq_entries(query)
+        size = query.limit or DLQ_PAGE
+        listed = services.store.list_dlq_entries(
+            replace(query, limit=size + 1)
+        )  # one more: a next?
         shown["stats"] = stats_lines(services.store.dlq_stats())[0]
     except InvalidQuery as exc:
         return render(request, "dlq.html", **shown, query=dlq_query({}), entries=None,
-                      stats=None, problem=exc.message, status_code=400)  # fmt: skip
+                      stats=None, next_query=None, problem=exc.message, status_code=400)  # fmt: skip
     except GraphIngestError as exc:
         return failure_page(request, exc, section="dlq")
-    return render(request, "dlq.html", **shown, query=query, entries=listed)
+    page = listed[:size]
+    following = None
+    if len(listed) > size:
+        cursor = encode_keyset(page[-1].dead_lettered_at, page[-1].dlq_id)
+        following = urlencode({**request.query_params, "cursor": cursor})
+    return render(request, "dlq.html", **shown, query=query, entries=page, next_query=following)
 
 
 @router.get("/ui/dlq/{dlq_id}", name="console_dlq_entry")
@@ -217,17 +226,13 @@ async def act(request: Request, dlq_id: str, action: Action) -> Response:
 def _carry_out(
     services: ApiServices, dlq_id: str, action: Action, who: str, reason: str, *, force: bool
 ) -> str:
-    """Do it, one change to the DLQ at a time (as the API does); what happened, in a line."""
-    with services.changing:
-        if action == "replay":
-            item = services.replayer.replay(dlq_id, by=f"{who} in the console: {reason}")
-            return f"replayed by {who}" + (f": {item.reason}" if item.reason else "")
-        purged = purge(
-            services.store, services.settings.topics.dlq, dlq_id,
-            f"{reason} (purged by {who} in the console)", force=force,
-        )  # fmt: skip
-        moved = ", ".join(op.operation_id for op in purged.followers)
-        return f"purged by {who}" + (f"; moved to CONFLICT: {moved}" if moved else "")
+    """Do it as the API does (one change at a time, audited); what happened, in a line."""
+    if action == "replay":
+        item = services.replay(dlq_id, force=False, by=who, reason=reason, via=IN_THE_CONSOLE)
+        return f"replayed by {who}" + (f": {item.reason}" if item.reason else "")
+    purged, _ = services.purge(dlq_id, force=force, by=who, reason=reason, via=IN_THE_CONSOLE)
+    moved = ", ".join(op.operation_id for op in purged.followers)
+    return f"purged by {who}" + (f"; moved to CONFLICT: {moved}" if moved else "")
 
 
 __all__ = ["router"]

@@ -12,10 +12,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from graph_ingest.api.auth import NOT_CONFIGURED
-from graph_ingest.api.console import dlq_pages
+from graph_ingest.api.console import dlq_pages, task_pages, worker_pages
 from graph_ingest.api.console.pages import STATIC, failure_page, render
 from graph_ingest.api.console.tokens import check_token, forget_token, form_fields, keep_token
-from graph_ingest.api.console.views import operation_filter, timeline
+from graph_ingest.api.console.views import (
+    operation_filter,
+    timeline,
+)
 from graph_ingest.api.errors import ApiError, http_status_of
 from graph_ingest.api.services import services_of
 from graph_ingest.domain.errors import GraphIngestError
@@ -23,11 +26,14 @@ from graph_ingest.domain.failure_view import AttemptView
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.projections.lag_reader import operations_lag
+from graph_ingest.projections.operation_views import MAX_PARKED_CHAIN, parked_chain
 from graph_ingest.projections.queries import InvalidQuery
 from graph_ingest.schemas.codec import decode_dlq_envelope
 
 router = APIRouter(include_in_schema=False)
+router.include_router(task_pages.router)  # before dlq_pages: /ui/dlq/tasks is no DLQ id
 router.include_router(dlq_pages.router)
+router.include_router(worker_pages.router)
 
 OPERATIONS_PAGE = 50
 LIVE_S = 3
@@ -68,6 +74,9 @@ def operation(request: Request, operation_id: str) -> HTMLResponse:
         status = services.queries.operation_status(operation_id)
         entry = services.store.get_dlq_entry(status.dlq_id) if status and status.dlq_id else None
         envelope = decode_dlq_envelope(entry.envelope) if entry else None
+        behind = status.parked_behind if status else None
+        chain = parked_chain(behind or (entry.parked_behind if entry else None),
+                             services.queries.operation_status)  # fmt: skip
     except GraphIngestError as exc:
         return failure_page(request, exc, section="operations")
     return render(
@@ -81,6 +90,8 @@ def operation(request: Request, operation_id: str) -> HTMLResponse:
         op=status,
         entry=entry,
         steps=timeline(status.transitions) if status else [],
+        chain=chain,
+        chain_limit=MAX_PARKED_CHAIN,
         attempts=[AttemptView.of_record(r) for r in envelope.attempts] if envelope else [],
         folded=envelope.folded_attempts if envelope else 0,
     )

@@ -11,10 +11,11 @@ from enum import StrEnum
 from typing import TypeVar
 
 from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.operation import ErrorInfo
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.projections.fold import Transition
-from graph_ingest.projections.queries import InvalidQuery, OperationFilter
+from graph_ingest.projections.fold import Transition, recorded_errors
+from graph_ingest.projections.queries import InvalidQuery, OperationFilter, decode_cursor
 from graph_ingest.store.dlq_index import DlqQuery
 
 HEX_BYTES_PER_LINE = 16
@@ -67,12 +68,14 @@ class TimelineStep:
     """Seconds since the previous step (None for the first)."""
     retried_in_place: bool
     """The stage unchanged and one more attempt: a failure waited out where it was."""
+    error: ErrorInfo | None = None
+    """The failure this step recorded (its error and trace ids); None if it recorded none."""
 
 
 def timeline(transitions: tuple[Transition, ...]) -> list[TimelineStep]:
     steps = []
     previous: Transition | None = None
-    for step in transitions:
+    for step, error in zip(transitions, recorded_errors(transitions), strict=True):
         steps.append(
             TimelineStep(
                 sequence=step.sequence,
@@ -83,6 +86,7 @@ def timeline(transitions: tuple[Transition, ...]) -> list[TimelineStep]:
                 retried_in_place=previous is not None
                 and previous.stage is step.stage
                 and step.attempts > previous.attempts,
+                error=error,
             )
         )
         previous = step
@@ -121,13 +125,16 @@ DLQ_PAGE = 100
 
 
 def dlq_query(params: Mapping[str, str]) -> DlqQuery:
-    """The DLQ list's filter from its query string (oldest first, one page)."""
+    """The DLQ list's filter from its query string (oldest first, one page, after its
+    ``cursor``: a keyset position ``encode_keyset`` gave out)."""
+    cursor = _text(params, "cursor")
     return DlqQuery(
         status=_choice(params, "status", DlqStatus),
         code=_choice(params, "code", StatusCode),
         space=_text(params, "space"),
         document_id=_text(params, "document"),
         limit=DLQ_PAGE,
+        after=decode_cursor(cursor) if cursor else None,
     )
 
 
