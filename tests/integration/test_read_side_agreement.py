@@ -182,7 +182,7 @@ class Readers:
         self.pipeline = pipeline
         self.client = client
         self.runner = CliRunner(env=projector_env(pipeline))
-        self.range = ["--from", since.isoformat(), "--to", until.isoformat()]
+        self.since, self.until = since.isoformat(), until.isoformat()
 
     def cli(self, *args: str) -> Any:
         result = self.runner.invoke(cli, [*args, "--json"])
@@ -217,15 +217,22 @@ class Readers:
                 f"{space}/{doc}": self.cli("doc", "show", space, doc)
                 for space, doc in sorted(documents)
             },
-            "errors report": self.cli("errors", "report", *self.range),
-            **self.api(operations),
+            "errors report": self.cli("errors", "report", "--from", self.since, "--to", self.until),
+            **self.api(operations, documents),
         }
 
-    def api(self, operations: list[str]) -> dict[str, Any]:
+    def api(self, operations: list[str], documents: list[tuple[str, str]]) -> dict[str, Any]:
         client = self.client
         stats = ok(client, "/api/v1/dlq/stats")
         return {
             "GET operation": {op: ok(client, f"/api/v1/operations/{op}") for op in operations},
+            "GET document": {
+                f"{space}/{doc}": ok(client, f"/api/v1/documents/{space}/{doc}")
+                for space, doc in sorted(documents)
+            },
+            "GET errors report": ok(
+                client, "/api/v1/errors/report", **{"from": self.since, "to": self.until}
+            ),
             "GET operations": all_pages(client, "/api/v1/operations", "operations"),
             "GET dlq messages": [
                 without_age(e) for e in all_pages(client, "/api/v1/dlq/messages", "entries")
@@ -260,6 +267,9 @@ def agree_with_the_write_side(pipeline: Pipeline, run: Run, answers: dict[str, A
     agree_on_documents(pipeline, answers["doc show"])
     agree_on_the_dlq(pipeline, answers)
     agree_on_errors(pipeline, answers["errors report"])
+    # the API answers documents and the errors report with the CLI's very JSON
+    assert answers["GET document"] == answers["doc show"]
+    assert answers["GET errors report"] == answers["errors report"]
     assert answers["GET projections"] == [("operation_status", 0, "idle")]
 
 
