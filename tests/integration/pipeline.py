@@ -24,7 +24,7 @@ from graph_ingest.kafka.admin import delete_topics, ensure_topics, pipeline_topi
 from graph_ingest.planning.request_planner import RequestPlanner
 from graph_ingest.producers.plan_publisher import PlanPublisher
 from graph_ingest.producers.relay import OutboxRelay
-from graph_ingest.projections.tables import read_schema
+from graph_ingest.projections.tables import read_schema, rebuild_schema
 from graph_ingest.schemas.codec import decode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.stack.envvars import pipeline_env
@@ -169,6 +169,10 @@ class Pipeline:
         with psycopg.connect(self.settings.postgres.conninfo(), autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{self.settings.postgres.schema_name}" CASCADE')
             conn.execute(f'DROP SCHEMA IF EXISTS "{read_schema(self.settings.postgres)}" CASCADE')
+            # (a rebuild stopped by a failing test leaves its tables beside the live ones)
+            conn.execute(
+                f'DROP SCHEMA IF EXISTS "{rebuild_schema(self.settings.postgres)}" CASCADE'
+            )
         with self._driver() as driver:
             driver.execute_query(f"MATCH (n:`{self.graph.node_label}`) DETACH DELETE n")
             driver.execute_query(f"DROP CONSTRAINT `{self.graph.node_label}_node_id` IF EXISTS")

@@ -32,6 +32,14 @@ def test_a_retry_delay_must_be_positive() -> None:
         TopicSettings(retry_delays_s=(1, 0))
 
 
+def test_two_retry_delays_may_not_name_one_tier_topic() -> None:
+    # (creating one topic twice in one request crashed librdkafka's admin client: a segfault)
+    with pytest.raises(ValidationError, match=r"p\.retry\.1500ms twice"):
+        TopicSettings(plans="p", retry_delays_s=(1.5, 1.5, 3))
+    with pytest.raises(ValidationError, match=r"p\.retry\.250ms twice"):
+        TopicSettings(plans="p", retry_delays_s=(0.25, 0.2501))
+
+
 def test_the_degradation_window_comes_from_the_environment_and_must_be_positive(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -77,8 +77,8 @@ def errors_report(
     start: Annotated[datetime, Query(alias="from", description="from, with a timezone")],
     end: Annotated[datetime, Query(alias="to", description="up to, not included")],
 ) -> Response:
-    """Every failure between ``from`` and ``to`` (a failed attempt, a dead-lettering, a
-    conflict or a parking, each counted once) grouped by code and error class: counts, the
+    """Every failure between ``from`` and ``to`` (a failed attempt, a dead-lettering or a
+    conflict, each counted once; a parking is none) grouped by code and error class: counts, the
     operations hit, first and last seen, up to 5 example operation ids. 400 for a range that is
     empty, backwards, or without timezones."""
     return _json(report_json(services.errors.report(start, end)))

@@ -3,8 +3,10 @@ tables, grouped by code and error class, with counts, first and last seen, and e
 ids. The read service behind `graph-ingest errors report` and the API's errors report.
 
 A failure is a step of an operation's history that recorded an error (``transitions[].error``,
-``projections.rows``): each failed attempt, each dead-lettering, each conflict or parking reason,
-counted once however often its event was delivered. The range is half-open, ``[from, to)``.
+``projections.rows``): each failed attempt, each dead-lettering, each conflict, counted once
+however often its event was delivered; what the write side records as failures (its failure
+records and its conflicts). A parking reason is none: the plan only waits for an earlier version,
+and is released when that one commits. The range is half-open, ``[from, to)``.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ SELECT step.error->>'code' AS code,
        max(step.at) AS last_seen,
        (array_agg(DISTINCT s.operation_id ORDER BY s.operation_id))[1:{examples}] AS examples
 FROM {table} AS s,
-     jsonb_to_recordset(s.transitions) AS step(at timestamptz, error jsonb)
+     jsonb_to_recordset(s.transitions) AS step(at timestamptz, stage text, error jsonb)
 WHERE s.updated_at >= %(from)s AND s.created_at < %(to)s
-  AND jsonb_typeof(step.error) = 'object'
+  AND jsonb_typeof(step.error) = 'object' AND step.stage <> 'PARKED'
   AND step.at >= %(from)s AND step.at < %(to)s
 GROUP BY 1, 2
 ORDER BY failures DESC, code, error_class

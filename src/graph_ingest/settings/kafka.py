@@ -97,6 +97,12 @@ class TopicSettings(Section):
     def check_retry_delays(self) -> TopicSettings:
         if any(delay <= 0 for delay in self.retry_delays_s):
             raise ValueError(f"retry delays must be positive, not {self.retry_delays_s}")
+        topics = [topic for topic, _ in self.retry_tiers]
+        if twice := next((t for i, t in enumerate(topics) if t in topics[:i]), None):
+            raise ValueError(
+                f"retry delays {self.retry_delays_s} name tier topic {twice} twice: give each "
+                "tier its own delay (a ladder such as 1, 5, 30)"
+            )
         return self
 
     @property
