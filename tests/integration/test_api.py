@@ -32,7 +32,7 @@ from tests.integration.test_dlq_cli import (
     dangling,
     dead_lettered,
     ghosts,
-    leader_and_follower,
+    leader_and_follower_entries,
     statuses,
 )
 from tests.samples import Entity, sample_plan
@@ -185,11 +185,7 @@ def test_a_purge_that_would_strand_a_follower_is_refused_without_force(
     pipeline: Pipeline,
 ) -> None:
     # Given v1 in the DLQ and v2 behind it
-    pipeline.start_applier()
-    v1, v2 = leader_and_follower(pipeline, "doc-lead")
-    leader = pipeline.store.get_operation(v1.operation_id).dlq_id  # type: ignore[union-attr]
-    follower = pipeline.store.get_operation(v2.operation_id).dlq_id  # type: ignore[union-attr]
-    assert leader and follower
+    _v1, v2, leader, follower = leader_and_follower_entries(pipeline, "doc-lead")
     with api_client(api_settings(pipeline)) as client:
         # When v1's entry is purged without force (and once without a reason)
         path = f"{DLQ}/{leader}"

@@ -723,15 +723,23 @@ def leader_and_follower(p: Pipeline, document_id: str) -> tuple[IngestionPlan, I
     return v1, v2
 
 
+def leader_and_follower_entries(
+    pipeline: Pipeline, document_id: str
+) -> tuple[IngestionPlan, IngestionPlan, str, str]:
+    """A real applier; v1 and v2 of ``document_id`` dead-lettered, v2 behind v1; their DLQ ids."""
+    pipeline.start_applier()
+    v1, v2 = leader_and_follower(pipeline, document_id)
+    leader = pipeline.store.get_operation(v1.operation_id).dlq_id  # type: ignore[union-attr]
+    follower = pipeline.store.get_operation(v2.operation_id).dlq_id  # type: ignore[union-attr]
+    assert leader and follower
+    return v1, v2, leader, follower
+
+
 def test_purging_a_leader_is_refused_then_forced_its_followers_become_conflict(
     pipeline: Pipeline,
 ) -> None:
     # Given v1 in the DLQ and v2 behind it
-    pipeline.start_applier()
-    v1, v2 = leader_and_follower(pipeline, "doc-lead")
-    leader = pipeline.store.get_operation(v1.operation_id).dlq_id  # type: ignore[union-attr]
-    follower = pipeline.store.get_operation(v2.operation_id).dlq_id  # type: ignore[union-attr]
-    assert leader and follower
+    v1, v2, leader, follower = leader_and_follower_entries(pipeline, "doc-lead")
 
     # When v1's entry is purged without --force
     refused = dlq(pipeline, "purge", leader, "--reason", "bad extraction")
