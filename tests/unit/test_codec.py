@@ -378,6 +378,7 @@ def v2_operation() -> Operation:
             "last_error": error,
             "plan_kind": PlanKind.RETRACTION,
             "submission_id": "sub-1",
+            "document_version": "v7",
             "retry_tier": 1,
             "parked_behind": "op_leader",
             "waits": (
@@ -409,7 +410,14 @@ def test_an_operation_written_with_operation_v1_decodes_with_the_v2_defaults() -
     assert BUNDLED.current(OPERATION).version == 2
     op = failed_operation()
     record = codec._operation_record(op)
-    for name in ("plan_kind", "submission_id", "retry_tier", "parked_behind", "waits"):
+    for name in (
+        "plan_kind",
+        "submission_id",
+        "document_version",
+        "retry_tier",
+        "parked_behind",
+        "waits",
+    ):
         del record[name]
     for name in ("error_id", "trace_id"):
         del record["last_error"][name]
