@@ -302,12 +302,12 @@ def agree_on_operations(written: dict[str, Operation], answers: dict[str, Any]) 
 
 
 def agree_on_documents(pipeline: Pipeline, shown: dict[str, Any]) -> None:
-    """Each document's revision is the write side's (none committed: revision 0), and it lists
-    the write side's operations of it."""
-    revisions = {
-        f"{space}/{doc}": revision
-        for space, doc, revision in pipeline.sql(
-            "SELECT space, document_id, revision FROM document_states"
+    """Each document's revision and version are the write side's (none committed: revision 0,
+    no version), and it lists the write side's operations of it."""
+    states = {
+        f"{space}/{doc}": (revision, version)
+        for space, doc, revision, version in pipeline.sql(
+            "SELECT space, document_id, revision, document_version FROM document_states"
         )
     }
     operations: dict[str, set[str]] = {}
@@ -315,7 +315,8 @@ def agree_on_documents(pipeline: Pipeline, shown: dict[str, Any]) -> None:
         operations.setdefault(f"{space}/{doc}", set()).add(op)
     assert set(shown) == set(operations)
     for document, view in shown.items():
-        assert view["revision"] == revisions.get(document, 0), document
+        shown_state = (view["revision"], view["document_version"])
+        assert shown_state == states.get(document, (0, None)), document
         assert {o["operation_id"] for o in view["operations"]} == operations[document], document
 
 

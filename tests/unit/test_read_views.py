@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import orjson
 import pytest
 from confluent_kafka import Message
 
@@ -16,6 +17,7 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.projections.degradation_rows import breakers_of, worker_degradation
 from graph_ingest.projections.dlq_rows import read_entry
 from graph_ingest.projections.document_fold import DocumentView, fold_document
+from graph_ingest.projections.document_table import _values, view_from_row
 from graph_ingest.projections.events import OperationEvent
 from graph_ingest.projections.fold import FoldVerdict
 from graph_ingest.projections.read_events import DegradationChange, DlqEvent, ReadDecoder, skipped
@@ -83,17 +85,17 @@ def test_breakers_are_read_from_the_monitors_reasons() -> None:
 
 
 def document_histories() -> list:
-    """doc-1: op-a completed (revision 1), op-b completed on it (2), op-c dead-lettered."""
-    first = history("op-a", COMPLETED, document="doc-1")
-    second = [
-        op.model_copy(update={"expected_revision": 1})
-        for op in history("op-b", COMPLETED, document="doc-1")
+    """doc-1: op-a completed (revision 1, version v1), op-b completed on it (2, v2), op-c
+    (v3) dead-lettered."""
+    return [
+        op.model_copy(update={"expected_revision": revision, "document_version": version})
+        for operation_id, path, revision, version in (
+            ("op-a", COMPLETED, 0, "v1"),
+            ("op-b", COMPLETED, 1, "v2"),
+            ("op-c", DEAD_LETTERED_AFTER_RETRY, 2, "v3"),
+        )
+        for op in history(operation_id, path, document="doc-1")
     ]
-    dead = [
-        op.model_copy(update={"expected_revision": 2})
-        for op in history("op-c", DEAD_LETTERED_AFTER_RETRY, document="doc-1")
-    ]
-    return [*first, *second, *dead]
 
 
 def fold_all(events: list) -> DocumentView | None:
@@ -106,7 +108,7 @@ def fold_all(events: list) -> DocumentView | None:
 def test_a_document_is_what_its_last_completed_operation_made_it() -> None:
     view = fold_all(document_histories())
     assert view is not None
-    assert (view.revision, view.operation_id) == (2, "op-b")
+    assert (view.revision, view.document_version, view.operation_id) == (2, "v2", "op-b")
     assert [(o.operation_id, o.stage) for o in view.operations] == [
         ("op-a", Stage.COMPLETED),
         ("op-b", Stage.COMPLETED),
@@ -140,8 +142,42 @@ def test_a_completed_no_op_event_leaves_the_revision_where_it_was() -> None:
     ]
     view = fold_all([*document_histories(), *no_op])
     assert view is not None
-    assert (view.revision, view.operation_id) == (2, "op-b")
+    assert (view.revision, view.document_version, view.operation_id) == (2, "v2", "op-b")
     assert [o.plan_kind for o in view.operations if o.operation_id == "op-d"] == [PlanKind.NO_OP]
+
+
+def test_the_version_is_the_one_the_operation_that_made_the_revision_made() -> None:
+    # Given doc-1 at revision 2 (op-b, v2), and a later version completed on it
+    later = [
+        op.model_copy(update={"expected_revision": 2, "document_version": "v4"})
+        for op in history("op-e", COMPLETED, document="doc-1")
+    ]
+    view = fold_all([*document_histories(), *later[:-1]])
+    assert view is not None
+    # Then the version moves only when that operation completes
+    assert (view.revision, view.document_version) == (2, "v2")
+    _, view = fold_document(view, later[-1])
+    assert (view.revision, view.document_version) == (3, "v4")
+    # and a document no operation of which completed has no version
+    dead = fold_all(history("op-c", DEAD_LETTERED_AFTER_RETRY, document="doc-2"))
+    assert dead is not None and (dead.revision, dead.document_version) == (0, None)
+
+
+def test_a_document_made_by_an_operation_v1_event_has_no_version() -> None:
+    view = fold_all(history("op-a", COMPLETED, document="doc-1", v2=False))
+    assert view is not None
+    assert (view.revision, view.operation_id, view.document_version) == (1, "op-a", None)
+
+
+def test_the_version_is_read_back_from_the_documents_row() -> None:
+    view = fold_all(document_histories())
+    assert view is not None
+    row = {**_values(view), "operations": orjson.loads(_values(view)["operations"])}
+    assert view_from_row(row) == view
+    # a row folded before operations carried the version reads as not recorded
+    for operation in row["operations"]:
+        del operation["document_version"]
+    assert view_from_row(row).document_version is None
 
 
 def message(topic: str, value: bytes | None, key: bytes | None = b"k") -> Message:

@@ -59,8 +59,8 @@ def document(
     document_id: Annotated[str, path_id("the document's id")],
     services: Services,
 ) -> Response:
-    """One document: its current revision (what its last COMPLETED operation that changes state
-    made it) and every operation of it, oldest first, with its stage."""
+    """One document: its current revision and version (what its last COMPLETED operation that
+    changes state made it) and every operation of it, oldest first, with its stage."""
     view = services.documents.document_view(space, document_id)
     if view is None:
         raise ApiError(

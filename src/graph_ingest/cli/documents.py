@@ -26,9 +26,9 @@ def doc() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the document as JSON.")
 @reports_errors
 def show(space: str, document_id: str, as_json: bool) -> None:
-    """Show document DOCUMENT_ID of SPACE: its current revision (what its last COMPLETED
-    operation that changes state made it) and every operation of it, oldest first, with its
-    stage. From the read tables the projector folds (`graph-ingest worker projector`).
+    """Show document DOCUMENT_ID of SPACE: its current revision and version (what its last
+    COMPLETED operation that changes state made it) and every operation of it, oldest first,
+    with its stage. From the read tables the projector folds (`graph-ingest worker projector`).
 
     Exit code 3 when no operation of the document was seen.
 
@@ -64,9 +64,12 @@ def _lines(view: DocumentView) -> list[str]:
         if view.operation_id
         else "0 (no operation has completed)"
     )
+    # an operation event v1 does not say which version its plan made
+    version = view.document_version or ("not recorded" if view.operation_id else "none")
     lines = [
         f"document   {view.space}/{view.document_id}",
         f"revision   {current}",
+        f"version    {version}",
         f"operations {len(view.operations)}, oldest first",
     ]
     for o in view.operations:

@@ -70,6 +70,9 @@ class Operation(FrozenModel):
     updated_at: datetime
     plan_kind: PlanKind | None = Field(default=None, description="None in operation.v1 events")
     submission_id: str | None = None
+    document_version: str | None = Field(
+        default=None, description="the version its plan makes; None in events that do not say"
+    )
     retry_tier: int | None = Field(
         default=None, ge=0, description="the tier index of the retry that runs next"
     )
@@ -90,6 +93,7 @@ class Operation(FrozenModel):
         at: datetime,
         plan_kind: PlanKind | None = None,
         submission_id: str | None = None,
+        document_version: str | None = None,
     ) -> Operation:
         return cls(
             operation_id=operation_id,
@@ -104,6 +108,7 @@ class Operation(FrozenModel):
             updated_at=at,
             plan_kind=plan_kind,
             submission_id=submission_id,
+            document_version=document_version,
         )
 
     def transition(self, target: Stage, at: datetime, error: ErrorInfo | None = None) -> Operation:

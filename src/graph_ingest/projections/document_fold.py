@@ -12,9 +12,9 @@ as old or older                          DUPLICATE   unchanged
 
 The revision is derived from the set of operations, never carried along: a plan that changes
 state moves the document from ``expected_revision`` to ``expected_revision + 1`` (``domain.plan``);
-the COMPLETED one with the highest expected revision made the current state. A NO_OP changes
-nothing, so it never names the current state. Folding any permutation of a set of snapshots,
-duplicates included, gives one view.
+the COMPLETED one with the highest expected revision made the current state (and its version).
+A NO_OP changes nothing, so it never names the current state. Folding any permutation of a set
+of snapshots, duplicates included, gives one view.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ class DocumentOperation:
     sequence: int
     plan_kind: PlanKind | None
     """None while the operation event does not say (operation v1): taken as changing state."""
+    document_version: str | None
+    """The version its plan makes; None while the operation event does not say (v1)."""
     created_at: datetime
     updated_at: datetime
 
@@ -49,6 +51,7 @@ class DocumentOperation:
             stage=operation.stage,
             sequence=operation.sequence,
             plan_kind=operation.plan_kind,  # None from an operation event v1
+            document_version=operation.document_version,
             created_at=operation.created_at,
             updated_at=operation.updated_at,
         )
@@ -61,12 +64,14 @@ class DocumentOperation:
 
 @dataclass(frozen=True, slots=True)
 class DocumentView:
-    """A document: what its last completed state-changing operation made it (revision 0 and
-    no operation while none has completed), and its operations, oldest first."""
+    """A document: what its last completed state-changing operation made it (revision 0, no
+    version and no operation while none has completed), and its operations, oldest first."""
 
     space: str
     document_id: str
     revision: int
+    document_version: str | None
+    """The version the operation that made the revision made (None when its event does not say)."""
     operation_id: str | None
     completed_at: datetime | None
     operations: tuple[DocumentOperation, ...]
@@ -84,6 +89,7 @@ class DocumentView:
             space=space,
             document_id=document_id,
             revision=current.expected_revision + 1 if current else 0,
+            document_version=current.document_version if current else None,
             operation_id=current.operation_id if current else None,
             completed_at=current.updated_at if current else None,
             operations=ordered,

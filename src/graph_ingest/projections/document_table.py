@@ -136,30 +136,37 @@ def _operation_json(operation: DocumentOperation) -> dict[str, object]:
         "stage": operation.stage.value,
         "sequence": operation.sequence,
         "plan_kind": operation.plan_kind.value if operation.plan_kind else None,
+        "document_version": operation.document_version,
         "created_at": operation.created_at.isoformat(),
         "updated_at": operation.updated_at.isoformat(),
     }
 
 
 def view_from_row(row: Row) -> DocumentView:
+    operations = tuple(
+        DocumentOperation(
+            operation_id=o["operation_id"],
+            expected_revision=int(o["expected_revision"]),
+            stage=Stage(o["stage"]),
+            sequence=int(o["sequence"]),
+            plan_kind=PlanKind(o["plan_kind"]) if o["plan_kind"] else None,
+            # absent from the rows a projector folded before operations carried the version
+            document_version=o.get("document_version"),
+            created_at=datetime.fromisoformat(o["created_at"]),
+            updated_at=datetime.fromisoformat(o["updated_at"]),
+        )
+        for o in row["operations"]
+    )
+    # the version is no column: the operation that made the revision made it
+    made = next((o for o in operations if o.operation_id == row["operation_id"]), None)
     return DocumentView(
         space=row["space"],
         document_id=row["document_id"],
         revision=row["revision"],
+        document_version=made.document_version if made else None,
         operation_id=row["operation_id"],
         completed_at=row["completed_at"],
-        operations=tuple(
-            DocumentOperation(
-                operation_id=o["operation_id"],
-                expected_revision=int(o["expected_revision"]),
-                stage=Stage(o["stage"]),
-                sequence=int(o["sequence"]),
-                plan_kind=PlanKind(o["plan_kind"]) if o["plan_kind"] else None,
-                created_at=datetime.fromisoformat(o["created_at"]),
-                updated_at=datetime.fromisoformat(o["updated_at"]),
-            )
-            for o in row["operations"]
-        ),
+        operations=operations,
         updated_at=row["updated_at"],
     )
 

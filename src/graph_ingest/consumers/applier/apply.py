@@ -116,6 +116,7 @@ def _new_operation(message: PlanMessage, plan: IngestionPlan, now: datetime) -> 
             fingerprint=plan.fingerprint,
             at=now,
             plan_kind=plan.kind,
+            document_version=plan.document_version,
             submission_id=work_headers.get(kafka_headers.SUBMISSION_ID),
         ),
         message.value or b"",

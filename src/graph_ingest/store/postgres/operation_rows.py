@@ -50,7 +50,14 @@ def snapshot_values(op: Operation) -> dict[str, Any]:
     }
 
 
-_DETAILS = ("plan_kind", "submission_id", "retry_tier", "parked_behind", "waits")
+_DETAILS = (
+    "plan_kind",
+    "submission_id",
+    "document_version",
+    "retry_tier",
+    "parked_behind",
+    "waits",
+)
 """The fields operation.v2 added, kept in one JSONB column (migration 0009)."""
 
 
