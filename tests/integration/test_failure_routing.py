@@ -134,7 +134,10 @@ def test_a_fault_that_persists_walks_1s_5s_30s_then_the_dlq_with_one_trace_id(
     assert {f["detail"]["trace_id"] for f in failures} == {trace.trace_id}
     human = runner.invoke(cli, ["status", culprit.operation_id, "--wait", "60s"]).output
     assert f"dlq entry   {entry.dlq_id}" in human
-    assert human.count(trace.trace_id) == 4
+    # each of the four failures under "failures" and on its own step under "transitions"
+    steps, failures_shown = human.split("\ntransitions\n", 1)[1].split("\nfailures\n", 1)
+    step_lines = steps.split("\nlast error")[0]
+    assert (step_lines.count(trace.trace_id), failures_shown.count(trace.trace_id)) == (4, 4)
 
 
 def test_a_fault_once_completes_after_one_retry_no_earlier_than_its_delay(
