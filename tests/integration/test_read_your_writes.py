@@ -30,9 +30,21 @@ LAGGING_LINGER_S = 2.0
 the write side for a moment after the last event."""
 
 
-def submit_and_wait(runner: CliRunner, path: Path) -> list[dict[str, Any]]:
+def submit_and_wait(runner: CliRunner, path: Path, version: str) -> list[dict[str, Any]]:
     result = runner.invoke(
-        cli, ["submit", "--space", "kb", "--wait", "--timeout", "2m", "--json", str(path)]
+        cli,
+        [
+            "submit",
+            "--space",
+            "kb",
+            "--version",
+            version,
+            "--wait",
+            "--timeout",
+            "2m",
+            "--json",
+            str(path),
+        ],
     )
     assert result.exit_code == 0, result.output
     reported: list[dict[str, Any]] = json.loads(result.stdout)
@@ -69,8 +81,11 @@ def test_status_right_after_submit_wait_never_shows_an_older_stage(
     for version in ("first", "second"):
         if version == "second":
             (corpus / "a.txt").write_text("Alice works with Erin.")
+            # b.txt is sent again unchanged as a new version: a new submission (a NO_OP). The
+            # very same request again would share the first one's submission id, and `submit
+            # --wait` could report that one's outcome while the planner plans it again.
         # When documents are submitted with --wait
-        reported = submit_and_wait(runner, corpus)
+        reported = submit_and_wait(runner, corpus, version)
         assert all(r["completed"] and r["projected"] for r in reported), reported
         # Then status, asked at once and without --wait, shows the stage --wait ended with
         for submitted in reported:
