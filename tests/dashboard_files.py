@@ -9,16 +9,24 @@ histogram's name and keep a counter's `_total`, so "every metric the dashboard u
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 DASHBOARD = (
-    Path(__file__).resolve().parent.parent / "compose" / "grafana" / "dashboards" / "graph-ingest.json"
+    Path(__file__).resolve().parent.parent
+    / "compose"
+    / "grafana"
+    / "dashboards"
+    / "graph-ingest.json"
 )
 
+PROMTOOL = Path("/usr/bin/promtool")  # Debian's prometheus package; .ci/run installs it
 # Grafana's own variables, with the values a five-minute view at a 1 m step would give them.
 BUILTIN_VARIABLES = {
     "__rate_interval": "5m",
@@ -199,3 +207,25 @@ def recording_rules(dashboard: Mapping[str, Any]) -> dict[str, Any]:
             }
         ]
     }
+
+
+def panel_expression(dashboard: Mapping[str, Any], title: str, ref: str = "A") -> str:
+    """The expression of one panel's target, variables substituted."""
+    for panel in panels(dashboard):
+        if panel.get("title") == title:
+            for target in panel.get("targets", []):
+                if target.get("refId") == ref:
+                    return substitute(target["expr"], variable_values(dashboard))
+    raise KeyError(f"no panel {title!r} with a target {ref}")
+
+
+def promtool_or_skip() -> Path:
+    """promtool's path; skip without it unless under CI, which installs it: there it fails."""
+    if PROMTOOL.exists():
+        return PROMTOOL
+    message = (
+        f"{PROMTOOL} not installed (Debian: apt-get install --no-install-recommends prometheus)"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must check the dashboard's PromQL: {message}")
+    pytest.skip(message)

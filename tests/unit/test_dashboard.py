@@ -3,10 +3,8 @@ metrics are the catalogue's (issue 19, item 3)."""
 
 from __future__ import annotations
 
-import os
-import shutil
+import re
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import dashboard_files
 from tests.dashboard_files import (
     DASHBOARD,
     dashboard_metric_names,
@@ -21,6 +20,7 @@ from tests.dashboard_files import (
     load,
     panels,
     promql_metric_names,
+    promtool_or_skip,
     queries,
     recording_rules,
     substitute,
@@ -30,7 +30,6 @@ from tests.dashboard_files import (
 
 pytestmark = pytest.mark.timeout(60)
 
-PROMTOOL = Path("/usr/bin/promtool")
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 # The metric catalogue of issue 19 (the contract between the processes and compose/): every name
 # a panel may use. Histograms by their name, counters with their _total.
@@ -154,21 +153,29 @@ def test_panels_sit_on_the_grid_without_overlapping(dashboard: dict[str, Any]) -
                 cells[(x, y)] = panel["title"]
 
 
-def _promtool_or_skip() -> Path:
-    """promtool's path; skip without it unless under CI, which installs it: there it fails."""
-    if PROMTOOL.exists():
-        return PROMTOOL
-    message = f"{PROMTOOL} not installed (Debian: apt-get install --no-install-recommends prometheus)"
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must check the dashboard's PromQL: {message}")
-    pytest.skip(message)
+def test_every_selector_follows_the_job_variable_and_rates_the_rate_interval(
+    dashboard: dict[str, Any],
+) -> None:
+    # (the lints of Grafana's dashboard-linter: a selected job narrows every panel; rate windows
+    # follow the scrape interval Grafana knows of)
+    problems = []
+    for query in queries(dashboard):
+        if query.where == "variable job":
+            continue
+        for selector in re.finditer(r"(graph_ingest_\w+)(\{[^}]*\})?", query.expr):
+            if 'job=~"$job"' not in (selector[2] or ""):
+                problems.append(f"{query.where}: {selector[0]} ignores $job")
+        for window in re.finditer(r"\b(?:rate|irate|increase)\([^[]*\[([^\]]*)\]", query.expr):
+            if window[1] != "$__rate_interval":
+                problems.append(f"{query.where}: a window of {window[1]}")
+    assert problems == []
 
 
 def check_rules(rules: dict[str, Any], directory: Path) -> subprocess.CompletedProcess[str]:
     path = directory / "dashboard-rules.yml"
     path.write_text(yaml.safe_dump(rules, sort_keys=False), encoding="utf-8")
     return subprocess.run(
-        [str(_promtool_or_skip()), "check", "rules", str(path)],
+        [str(promtool_or_skip()), "check", "rules", str(path)],
         capture_output=True,
         text=True,
         timeout=30,
@@ -202,15 +209,15 @@ def test_promtool_rejects_a_broken_expression(tmp_path: Path) -> None:
 def test_under_ci_a_missing_promtool_fails_and_elsewhere_it_skips(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(sys.modules[__name__], "PROMTOOL", Path("/nonexistent/promtool"))
+    monkeypatch.setattr(dashboard_files, "PROMTOOL", Path("/nonexistent/promtool"))
     monkeypatch.setenv("CI", "true")
     # (BaseException: a skip where a failure belongs must fail this test, not skip it)
     with pytest.raises(BaseException) as under_ci:
-        _promtool_or_skip()
+        promtool_or_skip()
     assert under_ci.type is pytest.fail.Exception, under_ci.value
     monkeypatch.delenv("CI")
     with pytest.raises(BaseException) as elsewhere:
-        _promtool_or_skip()
+        promtool_or_skip()
     assert elsewhere.type is pytest.skip.Exception, elsewhere.value
 
 
