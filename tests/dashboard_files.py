@@ -9,14 +9,13 @@ histogram's name and keep a counter's `_total`, so "every metric the dashboard u
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.prometheus_files import promql_metric_names
 
 DASHBOARD = (
     Path(__file__).resolve().parent.parent
@@ -26,7 +25,6 @@ DASHBOARD = (
     / "graph-ingest.json"
 )
 
-PROMTOOL = Path("/usr/bin/promtool")  # Debian's prometheus package; .ci/run installs it
 # Grafana's own variables, with the values a five-minute view at a 1 m step would give them.
 BUILTIN_VARIABLES = {
     "__rate_interval": "5m",
@@ -41,22 +39,6 @@ _VARIABLE = re.compile(
     r"\$\{(?P<braced>\w+)(?::[^}]*)?\}|\$(?P<plain>[A-Za-z_]\w*)|\[\[(?P<old>\w+)(?::\w+)?\]\]"
 )
 _LABEL_VALUES = re.compile(r"^\s*label_values\(\s*(?P<selector>.+?)\s*,\s*\w+\s*\)\s*$", re.S)
-
-_TOKEN = re.compile(
-    r"""
-      (?P<variable>\$\{[^}]*\}|\$\w+|\[\[[\w:]+\]\])
-    | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
-    | (?P<number>\d[\w.]*|\.\d\w*)
-    | (?P<ident>[A-Za-z_:][\w:]*)
-    | (?P<space>\s+|\#[^\n]*)
-    | (?P<other>.)
-    """,
-    re.X | re.S,
-)
-# Followed by a parenthesised list of label names, not of expressions.
-_LABEL_LISTS = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right"})
-_KEYWORDS = _LABEL_LISTS | {"and", "or", "unless", "bool", "offset", "atan2", "inf", "nan"}
-_HISTOGRAM_SERIES = re.compile(r"_(?:bucket|sum|count)$")
 
 
 @dataclass(frozen=True)
@@ -139,56 +121,11 @@ def substitute(expr: str, values: Mapping[str, str]) -> str:
     return _VARIABLE.sub(value, expr)
 
 
-def promql_metric_names(expr: str) -> set[str]:
-    """The metric names a PromQL expression selects: identifiers followed by `{` or `[` or bare,
-    minus functions, aggregations, keywords and label names; `_bucket`/`_sum`/`_count` map to the
-    histogram's name."""
-    tokens = [
-        (m.lastgroup, m.group())
-        for m in _TOKEN.finditer(expr)
-        if m.lastgroup not in ("space", "variable", "string")
-    ]
-    names: set[str] = set()
-    i = 0
-    while i < len(tokens):
-        kind, text = tokens[i]
-        following = tokens[i + 1][1] if i + 1 < len(tokens) else ""
-        if text in ("{", "["):  # label matchers, a range or a subquery: no metric names inside
-            i = _after(tokens, i, "}" if text == "{" else "]")
-            continue
-        if kind == "ident":
-            if text in _LABEL_LISTS and following == "(":
-                i = _after(tokens, i + 1, ")")
-                continue
-            # (an aggregation is followed by its arguments, or by its grouping first)
-            if following not in ("(", "by", "without") and text not in _KEYWORDS:
-                names.add(_HISTOGRAM_SERIES.sub("", text))
-        i += 1
-    return names
-
-
-def _after(tokens: list[tuple[str | None, str]], start: int, closing: str) -> int:
-    for j in range(start + 1, len(tokens)):
-        if tokens[j][1] == closing:
-            return j + 1
-    raise ValueError(f"unbalanced PromQL: no {closing!r} after token {start}")
-
-
 def dashboard_metric_names(path: Path = DASHBOARD) -> set[str]:
     """Every metric name the dashboard's panels and variables use (histograms by their name)."""
     names: set[str] = set()
     for query in queries(load(path)):
         names |= promql_metric_names(query.expr)
-    return names
-
-
-def exposition_metric_names(text: str) -> set[str]:
-    """The metric names in a /metrics scrape (Prometheus text format), normalised as above."""
-    names = set()
-    for line in text.splitlines():
-        matched = re.match(r"[A-Za-z_:][\w:]*", line)
-        if matched:
-            names.add(_HISTOGRAM_SERIES.sub("", matched.group()))
     return names
 
 
@@ -217,15 +154,3 @@ def panel_expression(dashboard: Mapping[str, Any], title: str, ref: str = "A") -
                 if target.get("refId") == ref:
                     return substitute(target["expr"], variable_values(dashboard))
     raise KeyError(f"no panel {title!r} with a target {ref}")
-
-
-def promtool_or_skip() -> Path:
-    """promtool's path; skip without it unless under CI, which installs it: there it fails."""
-    if PROMTOOL.exists():
-        return PROMTOOL
-    message = (
-        f"{PROMTOOL} not installed (Debian: apt-get install --no-install-recommends prometheus)"
-    )
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must check the dashboard's PromQL: {message}")
-    pytest.skip(message)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,15 +35,24 @@ PROMETHEUS_SERIES = frozenset(
     }
 )
 
-_KEYWORDS = frozenset(
-    {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right"}
-    | {"bool", "offset", "inf", "nan", "atan2"}
-)
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
-_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
+_TOKEN = re.compile(
+    r"""
+      (?P<variable>\$\{[^}]*\}|\$\w+|\[\[[\w:]+\]\])
+    | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
+    | (?P<number>\d[\w.]*|\.\d\w*)
+    | (?P<ident>[A-Za-z_:][\w:]*)
+    | (?P<space>\s+|\#[^\n]*)
+    | (?P<other>.)
+    """,
+    re.X | re.S,
+)
+# Followed by a parenthesised list of label names, not of expressions.
+_LABEL_LISTS = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right"})
+_KEYWORDS = _LABEL_LISTS | {"and", "or", "unless", "bool", "offset", "atan2", "inf", "nan"}
+_HISTOGRAM_SERIES = re.compile(r"_(?:bucket|sum|count)$")
 _MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
-_IDENTIFIER = re.compile(r"(?<![\w.:])([a-zA-Z_:][a-zA-Z0-9_:]*)(?![\w:])(\s*\()?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,20 +91,6 @@ def alerts(path: Path = ALERT_RULES) -> list[Alert]:
 def recorded_names(path: Path = ALERT_RULES) -> set[str]:
     """The series the file's recording rules make (not scraped: Prometheus writes them)."""
     return {rule["record"] for rule in rules(path) if "record" in rule}
-
-
-def promql_metric_names(expr: str) -> set[str]:
-    """The metric names a PromQL expression selects (functions, keywords and labels left out)."""
-    text = _STRING.sub('""', expr)
-    text = re.sub(r"\{[^}]*\}", " ", text)
-    text = re.sub(r"\[[^\]]*\]", " ", text)
-    text = _GROUPING.sub(" ", text)
-    text = re.sub(r"\boffset\s+\S+", " ", text)
-    return {
-        name
-        for name, call in _IDENTIFIER.findall(text)
-        if not call and name.lower() not in _KEYWORDS
-    }
 
 
 def rule_metric_names(path: Path = ALERT_RULES) -> set[str]:
@@ -144,12 +140,71 @@ def expected_severities(case: dict[str, Any]) -> set[str]:
     return {alert.get("exp_labels", {}).get("severity", "") for alert in case["exp_alerts"] or []}
 
 
-def promtool() -> str | None:
-    """promtool's path (Debian's prometheus package installs /usr/bin/promtool), or None."""
-    return shutil.which("promtool") or (
-        "/usr/bin/promtool" if os.access("/usr/bin/promtool", os.X_OK) else None
+def promql_metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects: identifiers followed by `{` or `[` or bare,
+    minus functions, aggregations, keywords and label names; `_bucket`/`_sum`/`_count` map to the
+    histogram's name."""
+    tokens = [
+        (m.lastgroup, m.group())
+        for m in _TOKEN.finditer(expr)
+        if m.lastgroup not in ("space", "variable", "string")
+    ]
+    names: set[str] = set()
+    i = 0
+    while i < len(tokens):
+        kind, text = tokens[i]
+        following = tokens[i + 1][1] if i + 1 < len(tokens) else ""
+        if text in ("{", "["):  # label matchers, a range or a subquery: no metric names inside
+            i = _after(tokens, i, "}" if text == "{" else "]")
+            continue
+        if kind == "ident":
+            if text in _LABEL_LISTS and following == "(":
+                i = _after(tokens, i + 1, ")")
+                continue
+            # (an aggregation is followed by its arguments, or by its grouping first)
+            if following not in ("(", "by", "without") and text not in _KEYWORDS:
+                names.add(_HISTOGRAM_SERIES.sub("", text))
+        i += 1
+    return names
+
+
+def _after(tokens: list[tuple[str | None, str]], start: int, closing: str) -> int:
+    for j in range(start + 1, len(tokens)):
+        if tokens[j][1] == closing:
+            return j + 1
+    raise ValueError(f"unbalanced PromQL: no {closing!r} after token {start}")
+
+
+def exposition_metric_names(text: str) -> set[str]:
+    """The metric names in a /metrics scrape (Prometheus text format), normalised as above."""
+    names = set()
+    for line in text.splitlines():
+        matched = re.match(r"[A-Za-z_:][\w:]*", line)
+        if matched:
+            names.add(_HISTOGRAM_SERIES.sub("", matched.group()))
+    return names
+
+
+PROMTOOL = Path("/usr/bin/promtool")  # Debian's prometheus package; .ci/run installs it
+
+
+def promtool_or_skip() -> Path:
+    """promtool's path; skip without it unless under CI, which installs it: there it fails."""
+    if PROMTOOL.exists():
+        return PROMTOOL
+    message = (
+        f"{PROMTOOL} not installed (Debian: apt-get install --no-install-recommends prometheus)"
     )
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must check the dashboard's PromQL: {message}")
+    pytest.skip(message)
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in {"", "0", "false", "no"}
+def run_promtool(*args: str) -> None:
+    """``promtool ARGS`` from the repository root; fails the test with its output."""
+    result = subprocess.run(
+        [str(promtool_or_skip()), *args], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, (
+        f"promtool {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}"
+    )

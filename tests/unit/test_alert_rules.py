@@ -8,7 +8,6 @@ skip on a developer's machine and fail in CI (``CI=true``).
 
 from __future__ import annotations
 
-import subprocess
 from collections import defaultdict
 
 import pytest
@@ -19,13 +18,12 @@ from tests.prometheus_files import (
     REPO,
     alerts,
     expected_severities,
-    in_ci,
     promql_metric_names,
-    promtool,
     recorded_names,
     rule_label_matchers,
     rule_metric_names,
     rule_tests,
+    run_promtool,
     scraped_metric_names,
 )
 
@@ -35,20 +33,6 @@ SEVERITIES = {"warning", "critical"}
 # A target's `up == 0` has no value worth printing: its labels say which target.
 VALUELESS = {"GraphIngestWorkerDown"}
 RUNBOOK_COMMANDS = ("graph-ingest ", "docker compose ")
-
-
-def run_promtool(*args: str) -> None:
-    path = promtool()
-    if path is None:
-        if in_ci():
-            pytest.fail("promtool is not installed (apt-get install prometheus); CI must run it")
-        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
-    result = subprocess.run(
-        [path, *args], cwd=REPO, capture_output=True, text=True, timeout=90, check=False
-    )
-    assert result.returncode == 0, (
-        f"promtool {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}"
-    )
 
 
 def test_promtool_checks_the_rules() -> None:
@@ -125,13 +109,3 @@ def test_the_rules_use_catalogue_metrics_only() -> None:
 )
 def test_promql_metric_names(expr: str, names: set[str]) -> None:
     assert promql_metric_names(expr) == names
-
-
-def test_without_promtool_ci_fails_and_a_developer_skips(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(f"{__name__}.promtool", lambda: None)
-    monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match="promtool is not installed"):
-        run_promtool("check", "rules", str(ALERT_RULES))
-    monkeypatch.delenv("CI")
-    with pytest.raises(pytest.skip.Exception, match="promtool is not installed"):
-        run_promtool("check", "rules", str(ALERT_RULES))

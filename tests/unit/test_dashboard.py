@@ -12,21 +12,19 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import dashboard_files
+from tests import prometheus_files
 from tests.dashboard_files import (
     DASHBOARD,
     dashboard_metric_names,
-    exposition_metric_names,
     load,
     panels,
-    promql_metric_names,
-    promtool_or_skip,
     queries,
     recording_rules,
     substitute,
     variable_values,
     variables,
 )
+from tests.prometheus_files import exposition_metric_names, promql_metric_names, promtool_or_skip
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -209,7 +207,7 @@ def test_promtool_rejects_a_broken_expression(tmp_path: Path) -> None:
 def test_under_ci_a_missing_promtool_fails_and_elsewhere_it_skips(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(dashboard_files, "PROMTOOL", Path("/nonexistent/promtool"))
+    monkeypatch.setattr(prometheus_files, "PROMTOOL", Path("/nonexistent/promtool"))
     monkeypatch.setenv("CI", "true")
     # (BaseException: a skip where a failure belongs must fail this test, not skip it)
     with pytest.raises(BaseException) as under_ci:

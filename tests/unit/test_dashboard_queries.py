@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.dashboard_files import DASHBOARD, load, panel_expression, promtool_or_skip
+from tests.dashboard_files import DASHBOARD, load, panel_expression
+from tests.prometheus_files import promtool_or_skip
 
 pytestmark = pytest.mark.timeout(60)
 
