@@ -23,6 +23,7 @@ pytestmark = pytest.mark.timeout(60)
 APPLIER_A = 'job="applier", instance="applier-1:9464"'
 APPLIER_B = 'job="applier", instance="applier-2:9464"'
 API = 'job="api", instance="api:8000"'
+PLANNER = 'job="planner", instance="planner:9464"'
 PROJECTOR = 'job="projector", instance="projector:9464"'
 EVAL = "10m"  # samples every minute from 0 to 20m: a 5m rate window is covered exactly
 
@@ -57,6 +58,12 @@ CASES: dict[str, tuple[list[dict[str, str]], list[dict[str, Any]]]] = {
                 f'{APPLIER_B}, topic="plans", outcome="dead_lettered"',
                 "0+60x20",
             ),
+            # (the planner's dead letters are requests, not plans: not in the failure ratio)
+            series(
+                "graph_ingest_messages_consumed_total",
+                f'{PLANNER}, topic="requests", outcome="dead_lettered"',
+                "0+60x20",
+            ),
         ],
         [
             expect("Failure ratio", {"{}": 0.25}),
@@ -65,6 +72,7 @@ CASES: dict[str, tuple[list[dict[str, str]], list[dict[str, Any]]]] = {
                 {
                     '{topic="plans", outcome="completed"}': 0.75,
                     '{topic="plans", outcome="dead_lettered"}': 0.25,
+                    '{topic="requests", outcome="dead_lettered"}': 1.0,
                 },
             ),
         ],
