@@ -33,7 +33,6 @@ from prometheus_client.registry import Collector
 
 from graph_ingest.kafka.group_positions import GroupPositions, PartitionPosition
 from graph_ingest.observability.scrape_cache import ScrapeCache
-from graph_ingest.projections.read_folds import projections_by_topic
 from graph_ingest.settings import Settings
 from graph_ingest.settings.kafka import KafkaSettings
 
@@ -199,7 +198,7 @@ def consumer_groups(settings: Settings, kind: WorkerKind) -> dict[str, list[str]
             settings.planner.group_id: [topics.requests],
             settings.planner.conflicts_group_id: [topics.operations],
         },
-        "projector": {settings.projector.group_id: list(projections_by_topic(topics))},
+        "projector": {settings.projector.group_id: list(topics.projected)},
         "relay": {},
     }
     if kind == "api":

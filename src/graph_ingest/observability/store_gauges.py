@@ -10,7 +10,7 @@ statement: ``store.backlog``):
 * ``graph_ingest_outbox_backlog_rows``, ``graph_ingest_outbox_oldest_age_seconds``: outbox rows
   not published yet, and how long the oldest has waited (0 when none);
 * ``graph_ingest_parked_operations``: operations PARKED behind an earlier version;
-* ``graph_ingest_store_gauge_errors_total``: reads that failed (PostgreSQL away, out of time);
+* ``graph_ingest_store_scrape_errors_total``: reads that failed (PostgreSQL away, out of time);
   the gauges above are absent until a read succeeds again.
 """
 
@@ -100,7 +100,7 @@ def _gauges(backlog: StoreBacklog | None = None) -> list[Metric]:
 
 def _errors(count: int) -> CounterMetricFamily:
     return CounterMetricFamily(
-        "graph_ingest_store_gauge_errors",
+        "graph_ingest_store_scrape_errors",
         "Reads of the DLQ, outbox and parked figures that failed (those gauges are absent"
         " meanwhile)",
         value=count,
