@@ -156,7 +156,8 @@ def _first_times(
     None when its end came first."""
     if not lagging:
         return {}
-    consumer.assign([TopicPartition(p.topic, p.partition, p.start) for p in lagging])
+    assigned = [TopicPartition(p.topic, p.partition, p.start) for p in lagging]
+    consumer.assign(assigned)
     first: dict[tuple[str, int], float | None] = {}
     pending = {(p.topic, p.partition) for p in lagging}
     try:
@@ -179,7 +180,8 @@ def _first_times(
                     continue
                 pending.discard(key)
                 consumer.pause([TopicPartition(*key)])
-    finally:
+    finally:  # librdkafka keeps a pause across reassignments: lift it before letting go
+        consumer.resume(assigned)
         consumer.unassign()
     return first
 

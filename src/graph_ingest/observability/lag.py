@@ -21,9 +21,10 @@ worker of a group is down).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -134,6 +135,8 @@ class ConsumerLag(Collector):
         self._pool = ThreadPoolExecutor(
             max_workers=max(len(self.groups), 1), thread_name_prefix="consumer-lag"
         )
+        self._closing = threading.Lock()
+        self._closed = False
 
     def describe(self) -> Iterable[Metric]:
         return _families()
@@ -142,10 +145,12 @@ class ConsumerLag(Collector):
         offsets, seconds, errors = _families()
         wait_s = max((g.timeout_s for g in self.groups), default=0) + 1.0
         deadline = time.monotonic() + wait_s
-        reads = [(group, self._pool.submit(group.lags)) for group in self.groups]
+        reads = [(group, self._submit(group)) for group in self.groups]
         for group, future in reads:
             try:
-                lags = future.result(timeout=max(deadline - time.monotonic(), 0))
+                lags = (
+                    future.result(timeout=max(deadline - time.monotonic(), 0)) if future else None
+                )
             except FutureTimeout:  # a client call past its own timeout: answer without it
                 lags = None
             for lag in lags or ():
@@ -156,9 +161,17 @@ class ConsumerLag(Collector):
         return [offsets, seconds, errors]
 
     def close(self) -> None:
+        """Stop reading (a scrape afterwards shows only the error counts) and close the
+        groups' consumers."""
+        with self._closing:
+            self._closed = True
         self._pool.shutdown(wait=True)
         for group in self.groups:
             group.close()
+
+    def _submit(self, group: GroupLag) -> Future[list[PartitionLag] | None] | None:
+        with self._closing:
+            return None if self._closed else self._pool.submit(group.lags)
 
 
 def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily]:
