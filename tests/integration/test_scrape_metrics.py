@@ -18,7 +18,7 @@ from graph_ingest.dlq.entries import entry_of
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.observability.lag import ConsumerLag, GroupLag
-from graph_ingest.observability.store_gauges import StoreGauges, store_gauges
+from graph_ingest.observability.store_gauges import STATUS_LABELS, StoreGauges, store_gauges
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
 from graph_ingest.store.postgres.backlog import PostgresBacklog
@@ -227,8 +227,11 @@ def test_store_gauges_equal_the_rows_of_the_tables(pipeline: Pipeline) -> None:
         for (name, labels), v in found.items()
         if name == "graph_ingest_dlq_entries" and (d := dict(labels))
     }
-    stored = pipeline.sql("SELECT lower(status), code, count(*) FROM dlq_entries GROUP BY 1, 2")
-    assert {pair: v for pair, v in by_pair.items() if v} == {(s, c): n for s, c, n in stored}
+    stored = pipeline.sql("SELECT status, code, count(*) FROM dlq_entries GROUP BY 1, 2")
+    assert {pair: v for pair, v in by_pair.items() if v} == {
+        (STATUS_LABELS[s], c): n for s, c, n in stored
+    }
+    assert {s for s, _ in by_pair} == {"pending", "replayed", "resolved"}
     assert sum(by_pair.values()) == len(entries) == 7
     # and the oldest pending entry's time, the outbox backlog, its age and the parked count too
     ((oldest_pending,),) = pipeline.sql(

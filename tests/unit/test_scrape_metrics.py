@@ -245,7 +245,7 @@ def test_store_gauges_export_every_known_dlq_series_and_the_backlog() -> None:
     }
     assert len(entries) == len(KNOWN_ENTRIES) == 36
     assert {k: v for k, v in entries.items() if v} == {
-        "pending_review/INVALID_ARGUMENT": 3,
+        "pending/INVALID_ARGUMENT": 3,
         "resolved/DATA_LOSS": 1,
     }
     assert {name: v for (name, labels), v in found.items() if not labels} == {

@@ -2,9 +2,9 @@
 statement: ``store.backlog``):
 
 * ``graph_ingest_dlq_entries{status,code}``: rows of the DLQ index; ``status`` is the entry's
-  status in lower case (``pending_review``, ``replayed``, ``resolved``), ``code`` its status code
-  as the CLI and the API show it (``INVALID_ARGUMENT``); every known pair is exported, at 0 when
-  it has no rows;
+  status as :data:`STATUS_LABELS` names it (``pending``: PENDING_REVIEW, what the alerts and the
+  dashboard select; ``replayed``; ``resolved``: purged), ``code`` its status code as the CLI and
+  the API show it (``INVALID_ARGUMENT``); every known pair is exported, at 0 when it has no rows;
 * ``graph_ingest_dlq_oldest_pending_timestamp_seconds``: unix time the oldest entry pending review
   was dead-lettered (0: none pending);
 * ``graph_ingest_outbox_backlog_rows``, ``graph_ingest_outbox_oldest_age_seconds``: outbox rows
@@ -28,6 +28,12 @@ from graph_ingest.settings import Settings
 from graph_ingest.store.backlog import BacklogReader, StoreBacklog
 from graph_ingest.store.postgres.backlog import PostgresBacklog
 
+STATUS_LABELS = {
+    DlqStatus.PENDING_REVIEW.value: "pending",
+    DlqStatus.REPLAYED.value: "replayed",
+    DlqStatus.RESOLVED.value: "resolved",
+}
+"""The ``status`` label of each DLQ status (one the map does not know: its value in lower case)."""
 KNOWN_ENTRIES = [
     (s.value, c.value) for s in DlqStatus for c in StatusCode if c is not StatusCode.OK
 ]
@@ -62,7 +68,7 @@ class StoreGauges(Collector):
 def _gauges(backlog: StoreBacklog | None = None) -> list[Metric]:
     entries = GaugeMetricFamily(
         "graph_ingest_dlq_entries",
-        "Rows of the DLQ index by status (lower case) and error code",
+        "Rows of the DLQ index by status (pending, replayed, resolved) and error code",
         labels=["status", "code"],
     )
     gauges = [
@@ -86,7 +92,7 @@ def _gauges(backlog: StoreBacklog | None = None) -> list[Metric]:
         return [entries, *gauges]
     counts = dict.fromkeys(KNOWN_ENTRIES, 0) | dict(backlog.dlq_entries)
     for (status, code), rows in sorted(counts.items()):
-        entries.add_metric([status.lower(), code], rows)
+        entries.add_metric([STATUS_LABELS.get(status, status.lower()), code], rows)
     values = [
         backlog.oldest_pending_dlq_at or 0.0,
         backlog.outbox_rows,
@@ -114,4 +120,4 @@ def store_gauges(settings: Settings) -> StoreGauges:
     return StoreGauges(reader, cache_s=settings.scrape.cache_s)
 
 
-__all__ = ["KNOWN_ENTRIES", "StoreGauges", "store_gauges"]
+__all__ = ["KNOWN_ENTRIES", "STATUS_LABELS", "StoreGauges", "store_gauges"]
