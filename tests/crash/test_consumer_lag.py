@@ -1,7 +1,9 @@
 """Consumer lag in seconds, as the metrics show it, against a real applier process while plans keep
 arriving (issue 19): it rises while the applier is stopped and falls to zero once it is back;
 and it rises too while the applier is alive but its partitions are paused behind a breaker forced
-open, and falls to zero once it is released — the pause librdkafka's own lag figure misses."""
+open, and falls to zero once it is released — the pause librdkafka's own lag figure misses.
+And a scrape while Kafka or PostgreSQL is down answers within its timeout, without that
+service's figures and with its error counted."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +22,9 @@ from prometheus_client import CollectorRegistry
 from graph_ingest.cli.main import cli
 from graph_ingest.domain.stages import Stage
 from graph_ingest.observability.lag import ConsumerLag, consumer_lag
+from graph_ingest.observability.store_gauges import store_gauges
+from graph_ingest.settings.scrape import ScrapeSettings
+from graph_ingest.stack.manager import LocalStack
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.integration.test_applier import doc_v1
@@ -199,3 +205,57 @@ def test_lag_rises_while_a_forced_open_breaker_pauses_the_applier_and_falls_afte
     # and reaches zero once the traffic has stopped
     plans_lag.wait("caught up", timeout_s=60)
     assert applier.poll() is None
+
+
+OUTAGE_TIMEOUT_S = 2.0
+"""GRAPH_INGEST_SCRAPE__TIMEOUT_S in the outage test."""
+
+
+@pytest.mark.parametrize("service", ["kafka", "postgres"])
+def test_a_scrape_during_an_outage_answers_fast_and_the_figures_return_after_it(
+    service: str, pipeline: Pipeline, local_stack: LocalStack
+) -> None:
+    settings = pipeline.settings.model_copy(
+        update={"scrape": ScrapeSettings(cache_s=0, timeout_s=OUTAGE_TIMEOUT_S)}
+    )
+    lag, gauges = consumer_lag(settings, "applier"), store_gauges(settings)
+    registry = CollectorRegistry()
+    registry.register(lag)
+    registry.register(gauges)
+    lag_series = "graph_ingest_consumer_lag_seconds"
+    store_series = "graph_ingest_outbox_backlog_rows"
+    errors = {
+        "kafka": (
+            "graph_ingest_consumer_lag_errors_total",
+            (("group", settings.applier.group_id),),
+        ),
+        "postgres": ("graph_ingest_store_scrape_errors_total", ()),
+    }[service]
+    gone = {"kafka": lag_series, "postgres": store_series}[service]
+    stays = {"kafka": store_series, "postgres": lag_series}[service]
+
+    def names() -> set[str]:
+        return {name for name, _ in samples(registry)}
+
+    try:
+        # Given both read once (their clients connected)
+        assert {lag_series, store_series} <= names()
+        # When the service crashes
+        local_stack.stop_service(service, hard=True)
+        try:
+            started = time.monotonic()
+            found = samples(registry)
+            took_s = time.monotonic() - started
+            # Then a scrape still answers within the timeout, without the service's figures,
+            # with its error counted, and the other figures there
+            assert took_s < OUTAGE_TIMEOUT_S + 1.5, took_s
+            assert found[errors] >= 1
+            assert gone not in {name for name, _ in found}
+            assert stays in {name for name, _ in found}
+        finally:
+            local_stack.start_service(service)
+        # and once it is back, so are its figures
+        wait_until(lambda: gone in names(), timeout_s=90, what=f"{gone} after the outage")
+    finally:
+        lag.close()
+        gauges.close()
