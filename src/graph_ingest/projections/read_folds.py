@@ -33,10 +33,11 @@ KeyedEvent = TypeVar("KeyedEvent", DlqEvent, DegradationChange)
 def projections_by_topic(topics: TopicSettings) -> dict[str, tuple[str, ...]]:
     """Each topic the projector consumes -> the projections folded from it (the one list: the
     projector and ``projections rebuild`` read these topics)."""
+    operations, dlq, degradation = topics.projected
     return {
-        topics.operations: (OPERATION_STATUS, DOCUMENTS),
-        topics.dlq: (DLQ_ENTRIES,),
-        topics.degradation: (WORKER_DEGRADATION,),
+        operations: (OPERATION_STATUS, DOCUMENTS),
+        dlq: (DLQ_ENTRIES,),
+        degradation: (WORKER_DEGRADATION,),
     }
 
 

@@ -21,6 +21,7 @@ from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.settings.projector import ProjectorSettings
 from graph_ingest.settings.recovery import DlqSettings, RecoverySettings
 from graph_ingest.settings.relay import RelaySettings
+from graph_ingest.settings.scrape import ScrapeSettings
 from graph_ingest.settings.stack import StackSettings
 
 
@@ -43,6 +44,7 @@ class Settings(BaseSettings):
     llm: LlmSettings = LlmSettings()
     health: HealthSettings = HealthSettings()
     api: ApiSettings = ApiSettings()
+    scrape: ScrapeSettings = ScrapeSettings()
 
     @model_validator(mode="after")
     def clients_follow_stack_ports(self) -> Settings:

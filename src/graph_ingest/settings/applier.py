@@ -56,3 +56,8 @@ class ApplierSettings(Section):
         min_length=1,
         description="names this worker in failure records and degradation events",
     )
+
+    @property
+    def retry_group_id(self) -> str:
+        """The group in which appliers consume the retry tiers (``wiring`` runs that loop)."""
+        return f"{self.group_id}.retry"

@@ -114,6 +114,12 @@ class TopicSettings(Section):
     def dlq(self) -> str:
         return f"{self.plans}.dlq"
 
+    @property
+    def projected(self) -> tuple[str, str, str]:
+        """The topics the projector folds: operations, the DLQ and degradation (in that order;
+        ``projections.read_folds`` names the projection of each)."""
+        return (self.operations, self.dlq, self.degradation)
+
 
 def _delay_label(delay_s: float) -> str:
     if delay_s == int(delay_s):
