@@ -4,10 +4,11 @@ from typing import Any
 
 import pytest
 
+from graph_ingest.projections.tables import ReadTables
 from graph_ingest.settings import Settings
 from graph_ingest.wiring import run_projector
 from tests.integration.pipeline import Pipeline, isolated_settings
-from tests.integration.projection_helpers import projector_settings
+from tests.integration.projection_helpers import opened_read_tables, projector_settings
 
 PipelineFactory = Callable[..., Pipeline]
 
@@ -29,6 +30,13 @@ def pipeline_factory(stack_settings: Settings) -> Iterator[PipelineFactory]:
     finally:
         for pipeline in reversed(made):
             pipeline.teardown()
+
+
+@pytest.fixture
+def read_tables(pipeline: Pipeline) -> Iterator[ReadTables]:
+    """The read tables of ``pipeline``'s schema, opened."""
+    with opened_read_tables(pipeline.settings) as tables:
+        yield tables
 
 
 @pytest.fixture

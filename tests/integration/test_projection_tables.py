@@ -3,7 +3,6 @@ tables; positions are recorded with the folds; the read service answers and page
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -26,12 +25,6 @@ from tests.integration.projection_helpers import (
 from tests.operation_histories import START, histories, scrambled
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
-
-
-@pytest.fixture
-def read_tables(pipeline: Pipeline) -> Iterator[ReadTables]:
-    with opened_read_tables(pipeline.settings) as tables:
-        yield tables
 
 
 def test_duplicated_and_shuffled_events_give_identical_tables(

@@ -5,7 +5,7 @@ fold records its positions; the read services filter and page."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -60,12 +60,6 @@ def tables_of(settings: Settings) -> dict[str, list[dict[str, Any]]]:
             settings, "tracking_positions", "1, 2, 3", 'projection, topic, partition, "offset"'
         ),
     }
-
-
-@pytest.fixture
-def read_tables(pipeline: Pipeline) -> Iterator[ReadTables]:
-    with opened_read_tables(pipeline.settings) as tables:
-        yield tables
 
 
 def test_duplicated_and_shuffled_events_give_identical_tables(

@@ -27,6 +27,7 @@ from graph_ingest.store.postgres.plan_claims import PostgresPlanClaimReader, Pos
 from graph_ingest.store.postgres.recovery import PostgresRecoveryLeases
 from graph_ingest.store.postgres.redrive_tasks import PostgresRedriveTasks, PostgresRepeatFailures
 from graph_ingest.store.postgres.registry import PostgresRegistryReader, PostgresRegistryWriter
+from graph_ingest.store.postgres.session import OwnedPool
 from graph_ingest.store.postgres.store import PostgresOperationStore
 from graph_ingest.store.postgres.submissions import (
     PostgresPlannerRecordReader,
@@ -142,6 +143,9 @@ def test_the_postgres_unit_of_work_and_store_are_the_mixins_composed() -> None:
         *READERS.values(),
         *OPERATOR_PORTS.values(),
         PostgresRecoveryLeases,
+        OwnedPool,
     }
     assert own_methods(PostgresUnitOfWork) == set()
-    assert own_methods(PostgresOperationStore) == LIFECYCLE | {"put_plan_claims"}
+    assert own_methods(PostgresOperationStore) | own_methods(OwnedPool) == LIFECYCLE | {
+        "put_plan_claims"
+    }

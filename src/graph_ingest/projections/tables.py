@@ -23,9 +23,7 @@ from psycopg import sql
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
-from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.operation import Operation
-from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.consumer import Partition
 from graph_ingest.projections.events import OperationEvent
 from graph_ingest.projections.fold import FoldVerdict, OperationStatus, fold_all
@@ -36,7 +34,7 @@ from graph_ingest.projections.rows import (
     status_from_row,
 )
 from graph_ingest.settings.postgres import PostgresSettings
-from graph_ingest.store.postgres.store import open_pool
+from graph_ingest.store.postgres.session import OwnedPool
 from graph_ingest.store.postgres.translate import translating
 
 OPERATION_STATUS = "operation_status"
@@ -126,7 +124,7 @@ def rebuild_schema(settings: PostgresSettings) -> str:
     return f"{read_schema(settings)}_rebuild"
 
 
-class ReadTables:
+class ReadTables(OwnedPool):
     """The read tables of one store schema (``schema``: another set of them, a rebuild's).
     Constructing it touches nothing; ``start`` opens its connection pool."""
 
@@ -136,15 +134,6 @@ class ReadTables:
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._sql = _statements(self.schema)
 
-    def start(self) -> None:
-        if self._pool is None:
-            self._pool = open_pool(self._settings)
-
-    def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
-
     def beside(self, schema: str) -> ReadTables:
         """The read tables of ``schema`` on this one's connection pool (closing this closes it)."""
         other = ReadTables(self._settings, schema=schema)
@@ -153,7 +142,7 @@ class ReadTables:
 
     def fetch(self, query: sql.SQL | sql.Composed, params: dict[str, Any]) -> list[DictRow]:
         """The rows of one read (its own pooled connection; the read service's way in)."""
-        with translating(), self._require().connection() as conn:
+        with translating(), self._require_pool().connection() as conn:
             return conn.cursor(row_factory=dict_row).execute(query, params).fetchall()
 
     def being_rebuilt(self) -> bool:
@@ -194,7 +183,7 @@ class ReadTables:
             else:
                 by_operation[event.operation.operation_id].append(event)
         ids = sorted(by_operation)  # one lock order for every projector: no deadlock
-        with translating(), self._require().connection() as conn:
+        with translating(), self._require_pool().connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
             cur.execute(self._sql["lock"], {"ids": ids})
             stored = {
@@ -211,7 +200,7 @@ class ReadTables:
     def transaction(self) -> Iterator[psycopg.Cursor[DictRow]]:
         """A cursor in one transaction, committed when the block ends (the other projections'
         folds: their rows and, with ``record_positions``, their positions)."""
-        with translating(), self._require().connection() as conn:
+        with translating(), self._require_pool().connection() as conn:
             yield conn.cursor(row_factory=dict_row)
 
     def record_positions(
@@ -219,13 +208,6 @@ class ReadTables:
     ) -> None:
         """Record, in ``cur``'s transaction, that ``projection`` has folded ``events``."""
         cur.execute(self._sql["save_positions"], _position_columns(projection, events))
-
-    def _require(self) -> ConnectionPool[psycopg.Connection[Any]]:
-        if self._pool is None:
-            raise GraphIngestError(
-                "ReadTables used before start()", code=StatusCode.FAILED_PRECONDITION
-            )
-        return self._pool
 
 
 def _folded(

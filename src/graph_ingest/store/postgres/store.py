@@ -32,6 +32,7 @@ from graph_ingest.store.postgres.redrive_tasks import (
     PostgresRepeatFailures,
 )
 from graph_ingest.store.postgres.registry import PostgresRegistryReader
+from graph_ingest.store.postgres.session import OwnedPool, open_pool
 from graph_ingest.store.postgres.submissions import PostgresPlannerRecordReader
 from graph_ingest.store.postgres.translate import translated, translating
 from graph_ingest.store.postgres.unit_of_work import PostgresUnitOfWork
@@ -39,31 +40,6 @@ from graph_ingest.store.postgres.unit_of_work import PostgresUnitOfWork
 log = logging.getLogger(__name__)
 
 DATABASE_TIME = "SELECT clock_timestamp() AS now"
-
-
-def open_pool(settings: PostgresSettings) -> ConnectionPool[psycopg.Connection[Any]]:
-    """A pool of connections to ``settings`` (search path: its schema), open, its first
-    connections made: StoreUnavailable if PostgreSQL cannot be reached in time."""
-    s = settings
-    pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-        s.conninfo(),
-        min_size=s.pool_min_size,
-        max_size=s.pool_max_size,
-        timeout=float(s.connect_timeout_s),
-        # A connection that died with the server (restart, failover) is replaced on checkout
-        # instead of failing the next unit of work.
-        check=ConnectionPool.check_connection,
-        name=f"graph-ingest-{s.schema_name}",
-        open=False,
-    )
-    try:
-        with translating():
-            pool.open(wait=True, timeout=float(s.connect_timeout_s))
-    except BaseException:
-        pool.close()
-        raise
-    log.info("postgres pool open on %s:%s schema=%s", s.host, s.port, s.schema_name)
-    return pool
 
 
 class PostgresOperationStore(
@@ -77,6 +53,7 @@ class PostgresOperationStore(
     PostgresRedriveTasks,
     PostgresRepeatFailures,
     PostgresAuditLog,
+    OwnedPool,
 ):
     """Implements ``OperationStore``, ``RecoveryStore``, ``RedriveTaskStore``,
     ``RepeatFailures`` and ``AuditLog``."""
@@ -92,16 +69,6 @@ class PostgresOperationStore(
         self._encode = event_encoder
         self._topic = operations_topic
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
-
-    def start(self) -> None:
-        """Open the connection pool and wait for its first connections (idempotent)."""
-        if self._pool is None:
-            self._pool = open_pool(self._settings)
-
-    def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
 
     @contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:
@@ -135,4 +102,4 @@ class PostgresOperationStore(
             uow.put_plan_claims(claims)
 
 
-__all__ = ["PostgresOperationStore", "open_pool"]
+__all__ = ["PostgresOperationStore"]
