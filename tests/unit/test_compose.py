@@ -34,6 +34,8 @@ from pydantic import BaseModel, TypeAdapter
 
 from graph_ingest.cli.main import cli
 from graph_ingest.settings import Settings
+from tests.dashboard_files import DASHBOARD
+from tests.prometheus_files import ALERT_RULES, alerts, run_promtool
 from tests.tcp_proxy import free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -167,20 +169,9 @@ def test_the_compose_specification_accepts_the_file() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_promtool_accepts_the_prometheus_config(tmp_path: Path) -> None:
-    """The rule file (compose/prometheus/alerts.yml) is another change's: until it is in the
-    tree, a copy of the config without ``rule_files`` is checked (promtool resolves them
-    relative to the config and fails on a missing one)."""
-    promtool = validator("promtool", "Debian: apt-get install --no-install-recommends prometheus")
-    config = PROMETHEUS_CONFIG
-    if not (config.parent / "alerts.yml").exists():
-        loaded = yaml.safe_load(config.read_text())
-        del loaded["rule_files"]
-        config = tmp_path / "prometheus.yml"
-        config.write_text(yaml.safe_dump(loaded))
-    command = [promtool, "check", "config", str(config)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_promtool_accepts_the_prometheus_config() -> None:
+    """The config and the rule file it loads (promtool resolves it relative to the config)."""
+    run_promtool("check", "config", str(PROMETHEUS_CONFIG))
 
 
 def test_prometheus_loads_the_alert_rules_it_is_given() -> None:
@@ -331,7 +322,7 @@ def test_prometheus_scrapes_every_process_where_it_serves_metrics() -> None:
         job["job_name"]: job
         for job in yaml.safe_load(PROMETHEUS_CONFIG.read_text())["scrape_configs"]
     }
-    assert set(jobs) == {*WORKERS.values(), "api", "prometheus"}
+    assert set(jobs) == scrape_jobs() == {*WORKERS.values(), "api", "prometheus"}
     ports = {
         job: int(option(services()[n]["command"], "--metrics-port")) for n, job in WORKERS.items()
     }
@@ -342,6 +333,30 @@ def test_prometheus_scrapes_every_process_where_it_serves_metrics() -> None:
         assert jobs[job].get("metrics_path", "/metrics") == "/metrics"
     for name in WORKERS:
         assert services()[name]["environment"]["GRAPH_INGEST_METRICS__HOST"] == "0.0.0.0"
+
+
+def scrape_jobs() -> set[str]:
+    return {
+        job["job_name"] for job in yaml.safe_load(PROMETHEUS_CONFIG.read_text())["scrape_configs"]
+    }
+
+
+def test_the_alert_rules_select_the_scrape_jobs() -> None:
+    """A rule's ``job`` matcher names jobs that exist, and an alternation (the targets-down
+    alerts) covers every graph-ingest job: a renamed job would leave them silent forever."""
+    assert ALERT_RULES.parent == PROMETHEUS_CONFIG.parent  # rule_files: [alerts.yml]
+    processes = scrape_jobs() - {"prometheus"}
+    matchers = [
+        (alert.name, op, value)
+        for alert in alerts()
+        for op, value in re.findall(r'\bjob\s*(=~|!~|!=|=)\s*"([^"]*)"', alert.expr)
+    ]
+    assert matchers
+    for name, op, value in matchers:
+        if op in ("=", "!="):
+            assert value in processes, (name, value)
+        else:
+            assert processes <= set(value.split("|")), (name, value)
 
 
 def test_grafana_provisions_the_datasource_and_the_dashboards() -> None:
@@ -357,6 +372,13 @@ def test_grafana_provisions_the_datasource_and_the_dashboards() -> None:
     assert provider["type"] == "file"
     assert f"./grafana/dashboards:{provider['options']['path']}:ro" in grafana["volumes"]
     assert "./grafana/provisioning:/etc/grafana/provisioning:ro" in grafana["volumes"]
+    home = Path(grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"])
+    assert (home.parent, home.name) == (Path(provider["options"]["path"]), DASHBOARD.name)
+    assert DASHBOARD.parent == COMPOSE / "grafana" / "dashboards"
+    # The dashboard's datasource variable starts on the provisioned datasource.
+    variables = json.loads(DASHBOARD.read_text())["templating"]["list"]
+    (source,) = [v for v in variables if v["type"] == "datasource"]
+    assert (source["query"], source["current"]["value"]) == ("prometheus", datasource["uid"])
 
 
 # --- Variables and secrets ------------------------------------------------------------------
