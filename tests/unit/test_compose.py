@@ -394,9 +394,9 @@ def test_env_example_documents_every_variable_the_compose_file_references() -> N
 
 
 def test_no_secret_is_committed() -> None:
-    """Secrets come from .env only: empty in the example, no default in the compose file (which
-    refuses to start without them), only references in every secret-named environment entry,
-    none in the image."""
+    """Secrets come from compose/.env only, which git ignores: empty in the example, no default
+    in the compose file (which refuses to start without them), only references in every
+    secret-named environment entry, none in the image."""
     assert {n: v for n, v in example_env().items() if SECRET.search(n) and v} == {}
     for match in references():
         if SECRET.search(match["name"]):
@@ -405,6 +405,8 @@ def test_no_secret_is_committed() -> None:
         for key, value in service.get("environment", {}).items():
             if SECRET.search(key):
                 assert any(m["op"] == ":?" for m in REFERENCE.finditer(str(value))), (name, key)
+    ignored = subprocess.run(["git", "check-ignore", "-q", "compose/.env"], cwd=REPO, check=False)
+    assert ignored.returncode == 0, "git must ignore compose/.env"
     dockerfile = (REPO / "Dockerfile").read_text()
     assert not re.findall(r"^\s*(?:ENV|ARG)\b.*(?:PASSWORD|TOKEN|SECRET)", dockerfile, re.M | re.I)
 
