@@ -61,7 +61,9 @@ class Membership:
         return f"group {self.group} ({self.protocol} protocol) member {self.member or '-'}"
 
     def joining(self, topics: Sequence[str]) -> None:
-        log.info("group %s (%s protocol): joining for %s", self.group, self.protocol, topics)
+        log.info(
+            "group %s (%s protocol): joining for %s", self.group, self.protocol, ", ".join(topics)
+        )
 
     def changed(
         self,
