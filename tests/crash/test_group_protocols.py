@@ -143,10 +143,7 @@ def test_a_sigtermed_applier_hands_its_partitions_over_well_before_the_session_t
     staying = start_applier(pipeline, log, "applier-2", **env)
     processes += [leaving, staying]
     wait_until(
-        lambda: (
-            {m: bool(p) for m, p in plan_partitions(pipeline).items()}
-            == {"applier-1": True, "applier-2": True}
-        ),
+        lambda: owners(pipeline) == {"applier-1", "applier-2"} == group_members(pipeline),
         timeout_s=90,
         what="both appliers owning plans partitions",
     )
