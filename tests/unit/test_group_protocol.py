@@ -8,8 +8,11 @@ import logging
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from pydantic import ValidationError
 
+from graph_ingest.cli.exit_codes import ExitCode
+from graph_ingest.cli.main import cli
 from graph_ingest.kafka.consumer import open_consumer
 from graph_ingest.kafka.membership import Membership, describe_partitions
 from graph_ingest.settings import Settings
@@ -116,3 +119,24 @@ def test_an_assignment_change_is_logged_with_group_protocol_member_and_what_is_o
         (logging.INFO, "group appliers (consumer protocol) member m-2 (was m-1): assigned nothing; owns p[1]"),
     ]  # fmt: skip
     assert membership.member == "m-2"
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"GRAPH_INGEST_KAFKA__GROUP_PROTOCOL": "eager"}, "kafka.group_protocol"),
+        (
+            {
+                "GRAPH_INGEST_KAFKA__GROUP_PROTOCOL": "consumer",
+                "GRAPH_INGEST_KAFKA__EXTRA": '{"session.timeout.ms": 6000}',
+            },
+            "session.timeout.ms",
+        ),
+    ],
+)
+def test_a_worker_with_a_bad_group_protocol_setting_stops_at_start_naming_it(
+    env: dict[str, str], named: str
+) -> None:
+    result = CliRunner().invoke(cli, ["worker", "applier"], env=env)
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert named in result.stderr
