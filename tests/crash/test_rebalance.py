@@ -13,57 +13,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from graph_ingest.consumers.applier.worker import ApplierWorker
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import build_applier, postgres_store, started
+from tests.crash.appliers import REPO, group_members, start_applier, wait_completed
 from tests.integration.conftest import PipelineFactory
-from tests.integration.pipeline import FailingWriter, Pipeline
+from tests.integration.pipeline import FailingWriter
 from tests.integration.test_applier import doc_v1
 from tests.kafka_messages import group_offsets
 from tests.samples import Entity, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(420)]
 
-REPO = Path(__file__).resolve().parents[2]
 PARTITIONS = 6
 SECOND_APPLIER_STAGGER_S = 0.5
-
-
-def start_applier(pipeline: Pipeline, log: Path, name: str) -> subprocess.Popen[bytes]:
-    """A worker process whose group member shows ``name`` as its client id."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "graph_ingest.cli.main", "worker", "applier"],
-        cwd=REPO,
-        env={**os.environ, **pipeline.env(), "GRAPH_INGEST_KAFKA__CLIENT_ID": name},
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-
-
-def group_members(pipeline: Pipeline) -> set[str]:
-    """The client ids of the applier group's members."""
-    group = pipeline.settings.applier.group_id
-    admin = AdminClient(pipeline.settings.kafka.common_config())
-    described = admin.describe_consumer_groups([group])[group].result(timeout=30)
-    return {member.client_id for member in described.members}
-
-
-def completed(pipeline: Pipeline) -> int:
-    rows = pipeline.sql("SELECT count(*) FROM operations WHERE stage = 'COMPLETED'")
-    return int(rows[0][0])
-
-
-def wait_completed(pipeline: Pipeline, count: int, timeout_s: float = 120) -> None:
-    wait_until(
-        lambda: completed(pipeline) >= count,
-        timeout_s=timeout_s,
-        interval_s=0.2,
-        what=f"{count} COMPLETED operations",
-    )
 
 
 def test_appliers_joining_and_leaving_a_busy_group_strand_no_message(

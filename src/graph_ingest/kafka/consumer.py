@@ -17,6 +17,11 @@ its planning. A held partition is paused and rewound to that offset, and resumed
 (each ``consume`` checks), while every other partition flows. The hold is the consumer's own and
 ends with the partition's revocation: a new owner reads the head and holds it again, so nothing
 is applied early and no partition is left paused.
+
+Every join, assignment change and leave is logged with the group, its protocol and the member id
+(``kafka.membership``). Both group protocols hand partitions over incrementally: the assign
+callback adds partitions (``incremental_assign``), the revoke and lost callbacks take some away
+(the client unassigns them once the callback returns).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.errors import translate_kafka_error
 from graph_ingest.kafka.headers import headers_of
+from graph_ingest.kafka.membership import Membership
 from graph_ingest.schemas.errors import MalformedHeader
 from graph_ingest.schemas.headers import MessageHeaders, RetryHeaders
 
@@ -113,15 +119,17 @@ class TypedConsumer(Generic[M]):
         self._owned: set[Partition] = set()
         self._paused = False
         self._held: dict[Partition, float] = {}  # tier partition -> when its head is due
+        self._membership = Membership.of(self._config)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
         consumer = open_consumer(self._config, context=f"consuming {', '.join(self._topics)}")
         consumer.subscribe(
-            self._topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
+            self._topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
         )
         self._consumer = consumer
+        self._membership.joining(self._topics)
 
     def close(self) -> None:
         """Leave the group. Its last revoke callback runs inside (the worker commits there), so
@@ -129,6 +137,7 @@ class TypedConsumer(Generic[M]):
         consumer = self._consumer
         if consumer is None:
             return
+        self._membership.leaving(consumer, self._owned)
         try:
             consumer.close()
         finally:
@@ -144,6 +153,11 @@ class TypedConsumer(Generic[M]):
     @property
     def owned(self) -> frozenset[Partition]:
         return frozenset(self._owned)
+
+    @property
+    def member_id(self) -> str | None:
+        """This consumer's member id in its group, once it has joined (None before)."""
+        return self._membership.member
 
     # -- consuming -------------------------------------------------------------------------
 
@@ -301,17 +315,25 @@ class TypedConsumer(Generic[M]):
         consumer.incremental_assign(partitions)
         self._owned |= assigned
         self._set_paused(assigned)
-        log.info("partitions assigned: %s%s", sorted(assigned), " (paused)" if self._paused else "")
+        self._membership.changed(consumer, "assigned", assigned, self._owned, self._paused)
         if self._on_assign is not None:
             self._on_assign(frozenset(assigned))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        revoked = {(tp.topic, tp.partition) for tp in partitions}
-        self._on_revoke(revoked)  # while still owned: the worker commits what is done
-        self._owned -= revoked
-        for partition in revoked:
+        self._give_up(consumer, "revoked", partitions)
+
+    def _lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Taken away without a revocation (the session expired, or the member was fenced):
+        they may already have a new owner, so what the worker commits now is refused."""
+        self._give_up(consumer, "lost", partitions)
+
+    def _give_up(self, consumer: Consumer, change: str, partitions: list[TopicPartition]) -> None:
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._on_revoke(gone)  # while still owned: the worker commits what is done
+        self._owned -= gone
+        for partition in gone:
             self._held.pop(partition, None)  # its next owner reads the head and holds it anew
-        log.info("partitions revoked: %s", sorted(revoked))
+        self._membership.changed(consumer, change, gone, self._owned, self._paused)
 
     def _require(self) -> Consumer:
         if self._consumer is None:

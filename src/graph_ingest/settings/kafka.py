@@ -1,24 +1,75 @@
 """Kafka settings: the client (``GRAPH_INGEST_KAFKA__*``, turned into librdkafka dicts in one
 place) and the pipeline's topics with their retry ladder (``GRAPH_INGEST_TOPICS__*``).
+
+The consumer group protocol is chosen by ``group_protocol``:
+
+* ``classic`` (the default): the client-side protocol with the cooperative-sticky assignor; the
+  session timeout and the assignor are client settings (``session_timeout_ms``).
+* ``consumer``: the next-generation protocol (KIP-848; Kafka 4.0+ brokers): the group
+  coordinator computes assignments (``group_remote_assignor``, or the broker's default) and owns
+  the session timeout and heartbeat interval (broker or per-group settings
+  ``group.consumer.session.timeout.ms`` / ``group.consumer.heartbeat.interval.ms``).
+  librdkafka refuses the classic client settings under it, so none is sent, and ``extra`` may
+  not carry one.
+
+Both hand partitions over incrementally, so the rebalance callbacks are the same.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from graph_ingest.settings.section import Section
 
+# Consumer settings librdkafka refuses under group.protocol=consumer (the broker decides them).
+CLASSIC_ONLY = (
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "partition.assignment.strategy",
+    "group.protocol.type",
+)
+
 
 class KafkaSettings(Section):
     bootstrap_servers: str = "127.0.0.1:29092"
     client_id: str = "graph-ingest"
-    session_timeout_ms: int = 10_000
+    group_protocol: Literal["classic", "consumer"] = Field(
+        default="classic",
+        description="consumer group protocol: classic (cooperative-sticky) or consumer (KIP-848, "
+        "assignment and session timeout on the broker)",
+    )
+    session_timeout_ms: int = Field(
+        default=10_000,
+        description="classic protocol only: under the consumer protocol the broker's "
+        "group.consumer.session.timeout.ms applies",
+    )
+    group_remote_assignor: Literal["uniform", "range"] | None = Field(
+        default=None,
+        description="consumer protocol only: the broker-side assignor (unset: the broker's "
+        "default, uniform)",
+    )
     max_poll_interval_ms: int = 300_000
     extra: dict[str, Any] = Field(
         default_factory=dict, description="passed verbatim to librdkafka (e.g. security settings)"
     )
+
+    @model_validator(mode="after")
+    def check_group_protocol(self) -> KafkaSettings:
+        if self.group_protocol == "consumer":
+            if refused := sorted(set(self.extra) & set(CLASSIC_ONLY)):
+                raise ValueError(
+                    f"kafka extra sets {', '.join(refused)}, which the consumer group protocol "
+                    "does not take (the broker decides them): remove them or use "
+                    "group_protocol=classic"
+                )
+        elif self.group_remote_assignor is not None:
+            raise ValueError(
+                "kafka group_remote_assignor applies to the consumer group protocol only: "
+                "set group_protocol=consumer or unset it"
+            )
+        return self
 
     def common_config(self) -> dict[str, Any]:
         return {
@@ -48,10 +99,22 @@ class KafkaSettings(Section):
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
-            "session.timeout.ms": self.session_timeout_ms,
             "max.poll.interval.ms": self.max_poll_interval_ms,
-            "partition.assignment.strategy": "cooperative-sticky",
+            **self._group_protocol_config(),
             **overrides,
+        }
+
+    def _group_protocol_config(self) -> dict[str, Any]:
+        if self.group_protocol == "consumer":
+            assignor = self.group_remote_assignor
+            return {
+                "group.protocol": "consumer",
+                **({"group.remote.assignor": assignor} if assignor else {}),
+            }
+        return {
+            "group.protocol": "classic",
+            "session.timeout.ms": self.session_timeout_ms,
+            "partition.assignment.strategy": "cooperative-sticky",
         }
 
 
