@@ -4,11 +4,16 @@ place) and the pipeline's topics with their retry ladder (``GRAPH_INGEST_TOPICS_
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pydantic import Field, model_validator
 
 from graph_ingest.settings.section import Section
+
+KAFKA_CLIENT_LOGGER = "graph_ingest.kafka.client"
+"""The logger of the Kafka clients' own lines (librdkafka's, through confluent-kafka's ``logger``
+setting) and of their errors: never stderr directly, de-duplicated (``observability.logs``)."""
 
 
 class KafkaSettings(Section):
@@ -21,9 +26,12 @@ class KafkaSettings(Section):
     )
 
     def common_config(self) -> dict[str, Any]:
+        """What every client of ours is configured with, its log lines sent to Python logging
+        (librdkafka would print them raw on stderr)."""
         return {
             "bootstrap.servers": self.bootstrap_servers,
             "client.id": self.client_id,
+            "logger": logging.getLogger(KAFKA_CLIENT_LOGGER),
             **self.extra,
         }
 
