@@ -159,6 +159,7 @@ def configure_logging(settings: LogSettings, verbosity: int = 0) -> bool:
     handler.setFormatter(formatter(settings.format, redactor))
     handler.addFilter(StampContext())
     root.addHandler(handler)
+    logging.captureWarnings(True)  # a library's warning is a record too, not a raw stderr line
     root.setLevel(settings.level or _level_of(verbosity))
     logging.getLogger("graph_ingest").setLevel(logging.NOTSET)
     _Installed.explicit_level = settings.level is not None
