@@ -33,11 +33,12 @@ def start_worker(
     worker_id: str,
     stderr: Path,
     *options: str,
+    command: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """``graph-ingest [options] worker <kind>``, its stderr into ``stderr``."""
+    """``graph-ingest [options] worker <kind> [command]``, its stderr into ``stderr``."""
     return subprocess.Popen(
-        [sys.executable, "-m", "graph_ingest.cli.main", *options, "worker", kind],
+        [sys.executable, "-m", "graph_ingest.cli.main", *options, "worker", kind, *command],
         cwd=REPO,
         env={
             **os.environ,

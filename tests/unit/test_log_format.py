@@ -7,6 +7,7 @@ import sys
 import orjson
 import pytest
 
+from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.observability.logs import (
     JsonFormatter,
     StampContext,
@@ -103,3 +104,19 @@ def test_the_secrets_of_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
         "GRAPH_INGEST_KAFKA__EXTRA", '{"sasl.password": "kafka-pw", "sasl.username": "bob"}'
     )
     assert sorted(secrets_of(Settings())) == ["kafka-pw", "neo-pw", "pg-pw"]
+
+
+def test_a_plan_message_gives_its_records_its_operation_and_trace_ids() -> None:
+    message = PlanMessage(
+        "ingestion.plans",
+        0,
+        7,
+        b"k",
+        b"v",
+        operation_id_header="op_1",
+        headers=(("traceparent", f"00-{TRACE}-00f067aa0ba902b7-01".encode()),),
+    )
+    assert message.log_fields() == {"operation_id": "op_1", "trace_id": TRACE}
+    line = as_json(record("%s failed", message.context(), **message.log_fields()))
+    assert (line["operation_id"], line["trace_id"]) == ("op_1", TRACE)
+    assert PlanMessage("ingestion.plans", 0, 8, None, None).log_fields() == {}
