@@ -50,6 +50,9 @@ def _running(kind: str, worker_id: str, group: str) -> Iterator[None]:
     log.info("%s worker %s started (group %s)", kind, worker_id, group)
     try:
         yield
+    except Exception as exc:  # shown as a command error too; here also as a (JSON) record
+        log.error("%s worker %s stopped: %s: %s", kind, worker_id, type(exc).__name__, exc)
+        raise
     except BaseException as exc:
         log.info("%s worker %s stopped: %s", kind, worker_id, type(exc).__name__)
         raise
