@@ -1,23 +1,40 @@
 """The graph-ingest command line. Commands stay thin: parse, build settings, call a function."""
 
-import logging
-
 import click
 
 from graph_ingest import __version__
+from graph_ingest.cli.config import InvalidSetting, load_log_settings
+from graph_ingest.observability.logs import configure_logging
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="graph-ingest")
-@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
-def cli(verbose: int) -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="More log output (-v info, -vv debug). Default: warnings only, and a worker's own "
+    "lifecycle lines (started, assignments, stopped).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    help="Log lines on stderr as text or as one JSON object per line (default: "
+    "GRAPH_INGEST_LOG__FORMAT, text).",
+)
+def cli(verbose: int, log_format: str | None) -> None:
     """Ingest documents into a Neo4j knowledge graph through frozen, fingerprinted plans.
 
     Settings come from environment variables prefixed GRAPH_INGEST_ (nested with "__"),
     e.g. GRAPH_INGEST_KAFKA__BOOTSTRAP_SERVERS or GRAPH_INGEST_STACK__RUN_DIR.
     """
-    level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_log_settings()
+    except InvalidSetting as exc:
+        raise click.UsageError(str(exc)) from None
+    if log_format is not None:
+        settings = settings.model_copy(update={"format": log_format})
+    configure_logging(settings, verbose)
 
 
 def _register() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+import logging
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
 import click
@@ -11,10 +13,13 @@ from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import reports_errors
 from graph_ingest.cli.signals import stop_on_signals
 from graph_ingest.consumers.hooks import LoopSubscriber
+from graph_ingest.observability.logs import bind_worker, worker_verbosity
 from graph_ingest.settings import Settings
 
 if TYPE_CHECKING:
     from graph_ingest.observability.server import ReadyDetails
+
+log = logging.getLogger("graph_ingest.worker")
 
 health_port_option = click.option(
     "--health-port",
@@ -37,9 +42,31 @@ def _health(
     return serving_health(health, worker_id, details)
 
 
+@contextmanager
+def _running(kind: str, worker_id: str, group: str) -> Iterator[None]:
+    """Says that the worker started and that it stopped (at INFO, shown by default); every log
+    record in between carries its worker id."""
+    bind_worker(kind=kind, worker_id=worker_id)
+    log.info("%s worker %s started (group %s)", kind, worker_id, group)
+    try:
+        yield
+    except Exception as exc:  # shown as a command error too; here also as a (JSON) record
+        log.error("%s worker %s stopped: %s: %s", kind, worker_id, type(exc).__name__, exc)
+        raise
+    except BaseException as exc:
+        log.info("%s worker %s stopped: %s", kind, worker_id, type(exc).__name__)
+        raise
+    log.info("%s worker %s stopped", kind, worker_id)
+
+
 @click.group()
 def worker() -> None:
-    """Run a pipeline worker until SIGTERM/SIGINT (it finishes the batch in hand, then exits)."""
+    """Run a pipeline worker until SIGTERM/SIGINT (it finishes the batch in hand, then exits).
+
+    A worker logs at INFO by default (it started, its partitions, it stopped); -v shows
+    every library's INFO lines too, --log-format json one JSON object per line.
+    """
+    worker_verbosity()
 
 
 @worker.command("applier")
@@ -68,7 +95,11 @@ def applier(relay: bool, health_port: int | None) -> None:
 
     settings = load_settings()
     stop = stop_on_signals()
-    with _health(settings, health_port, settings.applier.worker_id) as subscribers:
+    applier = settings.applier
+    with (
+        _running("applier", applier.worker_id, applier.group_id),
+        _health(settings, health_port, applier.worker_id) as subscribers,
+    ):
         run_applier(settings, stop, relay=relay, subscribers=subscribers)
 
 
@@ -108,7 +139,11 @@ def planner(factory: str | None, health_port: int | None) -> None:
     settings = load_settings()
     build = load_planner_factory(factory or settings.planner.factory)
     stop = stop_on_signals()
-    with _health(settings, health_port, settings.planner.worker_id) as subscribers:
+    planner = settings.planner
+    with (
+        _running("planner", planner.worker_id, planner.group_id),
+        _health(settings, health_port, planner.worker_id) as subscribers,
+    ):
         run_planner(settings, stop, build(settings), subscribers=subscribers)
 
 
@@ -133,9 +168,13 @@ def projector(health_port: int | None) -> None:
     from graph_ingest.wiring import run_projector
 
     settings = load_settings()
+    projector = settings.projector
     lag = LagForReadiness(settings)
     try:
-        with _health(settings, health_port, settings.projector.worker_id, lag) as subscribers:
+        with (
+            _running("projector", projector.worker_id, projector.group_id),
+            _health(settings, health_port, projector.worker_id, lag) as subscribers,
+        ):
             run_projector(settings, stop_on_signals(), subscribers=subscribers)
     finally:
         lag.close()
@@ -155,9 +194,11 @@ def relay() -> None:
     from graph_ingest.producers.relay import OutboxRelay
 
     settings = load_settings()
-    relay = OutboxRelay(settings)
-    relay.start()
-    try:
-        relay.run(stop_on_signals())
-    finally:
-        relay.close()
+    schema = settings.postgres.schema_name
+    with _running("relay", f"relay.{schema}", f"outbox {schema} (one active)"):
+        relay = OutboxRelay(settings)
+        relay.start()
+        try:
+            relay.run(stop_on_signals())
+        finally:
+            relay.close()

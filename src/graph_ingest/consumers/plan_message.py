@@ -71,6 +71,16 @@ class PlanMessage:
         op = self.plan.operation_id if self.plan else self.operation_id_header
         return f"{self.topic}[{self.partition}]@{self.offset} op={op}"
 
+    def log_fields(self) -> dict[str, str]:
+        """What a log record about this message carries (``extra=``; JSON log lines show them):
+        its operation id and trace id, those it has."""
+        fields = {}
+        if op := self.plan.operation_id if self.plan else self.operation_id_header:
+            fields["operation_id"] = op
+        if trace_id := kafka_headers.trace_id_from_headers(self.headers):
+            fields["trace_id"] = trace_id
+        return fields
+
 
 def decode_message(
     message: Message, headers: MessageHeaders, retry: RetryRead, *, max_plan_bytes: int

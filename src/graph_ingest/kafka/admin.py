@@ -26,7 +26,6 @@ from graph_ingest.settings import Settings
 from graph_ingest.settings.kafka import TopicSettings
 
 logger = logging.getLogger(__name__)
-_client_logger = logging.getLogger("graph_ingest.kafka.client")
 
 DEFAULT_ADMIN_TIMEOUT_S = 30.0
 _METADATA_POLL_S = 0.1
@@ -140,9 +139,8 @@ def ensure_topics(
 
 def _admin(settings: Settings) -> Any:
     try:
-        # librdkafka's log lines go through Python logging, not stderr.
-        config: dict[str, Any] = {**settings.kafka.common_config(), "logger": _client_logger}
-        return AdminClient(config)
+        # librdkafka's log lines go through Python logging (common_config's logger), not stderr.
+        return AdminClient(settings.kafka.common_config())
     except (KafkaException, ValueError, TypeError) as exc:
         raise translate_kafka_error(exc, context="creating the Kafka admin client") from exc
 

@@ -40,8 +40,11 @@ from graph_ingest.kafka.headers import headers_of
 from graph_ingest.kafka.membership import Membership
 from graph_ingest.schemas.errors import MalformedHeader
 from graph_ingest.schemas.headers import MessageHeaders, RetryHeaders
+from graph_ingest.settings.kafka import KAFKA_CLIENT_LOGGER
 
 log = logging.getLogger(__name__)
+# Client errors (a broker down: one per retry) go where librdkafka's lines go: de-duplicated.
+client_log = logging.getLogger(KAFKA_CLIENT_LOGGER)
 
 Partition = tuple[str, int]
 # The log record attribute of a retry-tier message's delivery: seconds after it was due.
@@ -200,7 +203,7 @@ class TypedConsumer(Generic[M]):
                     continue
                 if error.fatal():
                     raise translate_kafka_error(error, context="consumer")
-                log.warning("consumer error: %s", error)
+                client_log.warning("consumer error: %s", error)
                 continue
             partition = (message.topic(), message.partition())
             if partition not in self._owned or partition in self._held:

@@ -23,10 +23,10 @@ from graph_ingest.kafka.errors import (
     is_fatal,
     translate_kafka_error,
 )
-from graph_ingest.settings.kafka import KafkaSettings
+from graph_ingest.settings.kafka import KAFKA_CLIENT_LOGGER, KafkaSettings
 
 logger = logging.getLogger(__name__)
-_client_logger = logging.getLogger("graph_ingest.kafka.client")
+_client_logger = logging.getLogger(KAFKA_CLIENT_LOGGER)
 
 DEFAULT_FLUSH_TIMEOUT_S = 30.0
 _QUEUE_FULL_POLL_S = 0.1
@@ -103,12 +103,14 @@ def new_client(settings: KafkaSettings, config: Mapping[str, Any]) -> Producer:
 
     def on_client_error(err: KafkaError) -> None:
         # Broker-down and similar: librdkafka keeps retrying by itself; delivery reports decide.
+        # On the client logger: repeated while the broker is down, so de-duplicated.
         level = logging.ERROR if is_fatal(err) else logging.WARNING
-        logger.log(level, "kafka[%s] client error: %s", settings.bootstrap_servers, err)
+        _client_logger.log(level, "kafka[%s] client error: %s", settings.bootstrap_servers, err)
 
-    # librdkafka's own log lines go through Python logging (served by poll/flush).
+    # librdkafka's own log lines go through Python logging (``common_config``'s logger, served
+    # by poll/flush).
     try:
-        return Producer({**config, "error_cb": on_client_error, "logger": _client_logger})
+        return Producer({**config, "error_cb": on_client_error})
     except (KafkaException, ValueError, TypeError) as exc:
         raise translate_kafka_error(exc, context="creating the Kafka producer") from exc
 

@@ -15,6 +15,7 @@ from graph_ingest.settings.applier import ApplierSettings
 from graph_ingest.settings.health import HealthSettings
 from graph_ingest.settings.kafka import KafkaSettings, TopicSettings
 from graph_ingest.settings.llm import LlmSettings
+from graph_ingest.settings.logs import LogSettings
 from graph_ingest.settings.neo4j import Neo4jSettings
 from graph_ingest.settings.planner import PlannerSettings
 from graph_ingest.settings.postgres import PostgresSettings
@@ -45,6 +46,7 @@ class Settings(BaseSettings):
     health: HealthSettings = HealthSettings()
     api: ApiSettings = ApiSettings()
     scrape: ScrapeSettings = ScrapeSettings()
+    log: LogSettings = LogSettings()
 
     @model_validator(mode="after")
     def clients_follow_stack_ports(self) -> Settings:

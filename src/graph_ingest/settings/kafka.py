@@ -17,6 +17,7 @@ Both hand partitions over incrementally, so the rebalance callbacks are the same
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -30,6 +31,10 @@ CLASSIC_ONLY = (
     "partition.assignment.strategy",
     "group.protocol.type",
 )
+
+KAFKA_CLIENT_LOGGER = "graph_ingest.kafka.client"
+"""The logger of the Kafka clients' own lines (librdkafka's, through confluent-kafka's ``logger``
+setting) and of their errors: never stderr directly, de-duplicated (``observability.logs``)."""
 
 
 class KafkaSettings(Section):
@@ -72,9 +77,12 @@ class KafkaSettings(Section):
         return self
 
     def common_config(self) -> dict[str, Any]:
+        """What every client of ours is configured with, its log lines sent to Python logging
+        (librdkafka would print them raw on stderr)."""
         return {
             "bootstrap.servers": self.bootstrap_servers,
             "client.id": self.client_id,
+            "logger": logging.getLogger(KAFKA_CLIENT_LOGGER),
             **self.extra,
         }
 

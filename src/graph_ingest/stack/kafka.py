@@ -7,7 +7,9 @@ import logging
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
+from graph_ingest.settings.kafka import KAFKA_CLIENT_LOGGER
 from graph_ingest.stack.errors import StartupError
 from graph_ingest.stack.jvm import JvmService
 from graph_ingest.stack.process import port_open, tail
@@ -167,13 +169,13 @@ class KafkaService(JvmService):
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient(
-            {
-                "bootstrap.servers": f"127.0.0.1:{self.port}",
-                "socket.connection.setup.timeout.ms": max(1000, int(timeout_s * 1000)),
-                "log_level": 0,  # refused connections while starting are expected, not news
-            }
-        )
+        config: dict[str, Any] = {
+            "bootstrap.servers": f"127.0.0.1:{self.port}",
+            "socket.connection.setup.timeout.ms": max(1000, int(timeout_s * 1000)),
+            "log_level": 0,  # refused connections while starting are expected, not news
+            "logger": logging.getLogger(KAFKA_CLIENT_LOGGER),  # never raw on stderr
+        }
+        admin = AdminClient(config)
         try:
             admin.list_topics(timeout=timeout_s)
         except KafkaException as exc:

@@ -344,11 +344,17 @@ class PlanApplier:
                 "release: dropped (`graph-ingest dlq replay` takes it out of the DLQ)",
                 message.context(),
                 work.operation.dlq_id,
+                extra=message.log_fields(),
             )
             outcomes[message.position] = Outcome.DROPPED
             return False
         if verdict is Verdict.CONFLICT and admission.reason is not None:
-            log.warning("%s conflict: %s", message.context(), admission.reason.message)
+            log.warning(
+                "%s conflict: %s",
+                message.context(),
+                admission.reason.message,
+                extra=message.log_fields(),
+            )
         work.move(*admission.path, at=now, reason=admission.reason)
         if verdict in _OUTCOME_OF_VERDICT:
             outcomes[message.position] = _OUTCOME_OF_VERDICT[verdict]

@@ -205,6 +205,7 @@ class FailureRouter:
             retry.attempt,
             topic,
             due_at.isoformat(),
+            extra=message.log_fields(),
         )
         if owned is not None:
             failed = record_failure(owned, Stage.FAILED, attempt, len(history) + 1)
@@ -256,6 +257,7 @@ class FailureRouter:
             envelope.total_attempts,
             last.detail.code,
             last.detail.message,
+            extra=message.log_fields(),
         )
         if owned is None:
             return
