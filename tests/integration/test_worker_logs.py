@@ -47,5 +47,6 @@ def test_a_worker_says_it_started_and_stopped_and_never_shows_a_password(
         messages = log.read_text().splitlines()
     assert any(f"applier worker applier-logs started (group {group})" in m for m in messages)
     assert any("applier worker applier-logs stopped" in m for m in messages)
-    assert any("partitions assigned" in m for m in messages)
+    # (with its member id, each assignment change: kafka/membership.py)
+    assert any(f"group {group} (" in m and " member " in m and ": assigned " in m for m in messages)
     assert_no_secret(log)
