@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
 import click
@@ -14,6 +15,9 @@ from graph_ingest.consumers.hooks import LoopSubscriber
 from graph_ingest.settings import Settings
 
 if TYPE_CHECKING:
+    from prometheus_client.registry import Collector
+
+    from graph_ingest.observability.metrics import Kind, PipelineMetrics
     from graph_ingest.observability.server import ReadyDetails
 
 health_port_option = click.option(
@@ -23,6 +27,56 @@ health_port_option = click.option(
     help="Serve /health/live, /health/ready and /health/startup on this port (default: "
     "GRAPH_INGEST_HEALTH__PORT; unset: none), on GRAPH_INGEST_HEALTH__HOST (127.0.0.1).",
 )
+
+
+metrics_port_option = click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="Serve /metrics (Prometheus text format) on this port (default: "
+    "GRAPH_INGEST_METRICS__PORT; unset: none), on GRAPH_INGEST_METRICS__HOST (127.0.0.1).",
+)
+
+
+@contextmanager
+def _observed(
+    settings: Settings,
+    kind: Kind,
+    *,
+    health_port: int | None,
+    metrics_port: int | None,
+    worker_id: str,
+    details: ReadyDetails | None = None,
+    relay: bool = False,
+    collectors: Sequence[Collector] = (),
+    health: bool = True,
+) -> Iterator[tuple[tuple[LoopSubscriber, ...], PipelineMetrics]]:
+    """The health endpoints and ``/metrics`` while the worker runs (each port option over its
+    setting); yields the subscribers for the worker's loops and the process's metrics. The
+    metrics are kept (and fed) even when not served: subscribing costs little, and a scrape
+    port can then be the only thing that differs between two runs."""
+    from prometheus_client import CollectorRegistry
+
+    from graph_ingest.observability.exposition import serving_metrics
+    from graph_ingest.wiring import pipeline_metrics, scrape_collectors
+
+    metrics_settings = settings.metrics
+    if metrics_port is not None:
+        metrics_settings = metrics_settings.model_copy(update={"port": metrics_port})
+    registry = CollectorRegistry()
+    metrics = pipeline_metrics(settings, kind, registry, relay=relay)
+    with ExitStack() as stack:
+        watching = (
+            stack.enter_context(_health(settings, health_port, worker_id, details))
+            if health
+            else ()
+        )
+        stack.enter_context(
+            serving_metrics(
+                metrics_settings, registry, [*scrape_collectors(settings, kind), *collectors]
+            )
+        )
+        yield (*watching, metrics), metrics
 
 
 def _health(
@@ -51,8 +105,9 @@ def worker() -> None:
     "by). --no-relay when relays run as their own processes.",
 )
 @health_port_option
+@metrics_port_option
 @reports_errors
-def applier(relay: bool, health_port: int | None) -> None:
+def applier(relay: bool, health_port: int | None, metrics_port: int | None) -> None:
     """Apply frozen plans from the plans topic and its retry tiers to Neo4j and PostgreSQL.
 
     One process is a complete pipeline: it consumes the plans topic and every retry tier
@@ -68,7 +123,14 @@ def applier(relay: bool, health_port: int | None) -> None:
 
     settings = load_settings()
     stop = stop_on_signals()
-    with _health(settings, health_port, settings.applier.worker_id) as subscribers:
+    with _observed(
+        settings,
+        "applier",
+        health_port=health_port,
+        metrics_port=metrics_port,
+        worker_id=settings.applier.worker_id,
+        relay=relay,
+    ) as (subscribers, _):
         run_applier(settings, stop, relay=relay, subscribers=subscribers)
 
 
@@ -81,8 +143,9 @@ def applier(relay: bool, health_port: int | None) -> None:
     "GRAPH_INGEST_PLANNER__FACTORY, graph_ingest.wiring:build_planner).",
 )
 @health_port_option
+@metrics_port_option
 @reports_errors
-def planner(factory: str | None, health_port: int | None) -> None:
+def planner(factory: str | None, health_port: int | None, metrics_port: int | None) -> None:
     """Plan ingest requests (topic ingest.requests) into frozen plans (ingestion.plans).
 
     Each batch's plans, planning DLQ entries and request offsets are committed in one Kafka
@@ -102,20 +165,28 @@ def planner(factory: str | None, health_port: int | None) -> None:
       export GRAPH_INGEST_PLANNER__GRAPH_SCHEMA=src/graph_ingest/demo/graph_schema.yaml
       GRAPH_INGEST_PLANNER__WORKER_ID=planner-0 graph-ingest worker planner
     """
-    from graph_ingest.planning.request_planner import load_planner_factory
+    from graph_ingest.planning.request_planner import build_counting, load_planner_factory
     from graph_ingest.wiring import run_planner
 
     settings = load_settings()
     build = load_planner_factory(factory or settings.planner.factory)
     stop = stop_on_signals()
-    with _health(settings, health_port, settings.planner.worker_id) as subscribers:
-        run_planner(settings, stop, build(settings), subscribers=subscribers)
+    with _observed(
+        settings,
+        "planner",
+        health_port=health_port,
+        metrics_port=metrics_port,
+        worker_id=settings.planner.worker_id,
+    ) as (subscribers, metrics):
+        planner = build_counting(build, settings, metrics.planning)
+        run_planner(settings, stop, planner, subscribers=subscribers)
 
 
 @worker.command("projector")
 @health_port_option
+@metrics_port_option
 @reports_errors
-def projector(health_port: int | None) -> None:
+def projector(health_port: int | None, metrics_port: int | None) -> None:
     """Fold the operations topic into the read tables (schema <POSTGRES__SCHEMA_NAME>_read).
 
     Reads ingestion.operations in its own consumer group (GRAPH_INGEST_PROJECTOR__GROUP_ID)
@@ -129,21 +200,31 @@ def projector(health_port: int | None) -> None:
       GRAPH_INGEST_PROJECTOR__GROUP_ID=graph-ingest-projector graph-ingest worker projector \\
         --health-port 8083
     """
+    from graph_ingest.observability.metrics import ProjectionMetrics
     from graph_ingest.projections.lag_reader import LagForReadiness
     from graph_ingest.wiring import run_projector
 
     settings = load_settings()
     lag = LagForReadiness(settings)
     try:
-        with _health(settings, health_port, settings.projector.worker_id, lag) as subscribers:
+        with _observed(
+            settings,
+            "projector",
+            health_port=health_port,
+            metrics_port=metrics_port,
+            worker_id=settings.projector.worker_id,
+            details=lag,
+            collectors=[ProjectionMetrics(lag)],
+        ) as (subscribers, _):
             run_projector(settings, stop_on_signals(), subscribers=subscribers)
     finally:
         lag.close()
 
 
 @worker.command("relay")
+@metrics_port_option
 @reports_errors
-def relay() -> None:
+def relay(metrics_port: int | None) -> None:
     """Publish the PostgreSQL outbox, in order, to Kafka (operation log, released plans).
 
     One relay per schema is active at a time; a second one waits as a hot standby.
@@ -153,11 +234,20 @@ def relay() -> None:
       graph-ingest -v worker relay
     """
     from graph_ingest.producers.relay import OutboxRelay
+    from graph_ingest.wiring import relay_hooks
 
     settings = load_settings()
-    relay = OutboxRelay(settings)
-    relay.start()
-    try:
-        relay.run(stop_on_signals())
-    finally:
-        relay.close()
+    with _observed(
+        settings,
+        "relay",
+        health_port=None,
+        metrics_port=metrics_port,
+        worker_id=f"relay/{settings.postgres.schema_name}",
+        health=False,
+    ) as (subscribers, _):
+        relay = OutboxRelay(settings, hooks=relay_hooks(settings, subscribers))
+        relay.start()
+        try:
+            relay.run(stop_on_signals())
+        finally:
+            relay.close()

@@ -1,14 +1,15 @@
 """The planner's metrics, on an injectable prometheus_client registry.
 
 The planner does not count anything itself: its ``on_issues`` hook does
-(``PlanningMetrics.record_issues``), as ``build_planner`` wires it.
+(``PlanningMetrics.record_issues``), as ``build_planner`` wires it. The planner process's
+``observability.metrics.PipelineMetrics`` holds the one instance, on the process's registry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter
 
 from graph_ingest.domain.candidates import ExtractionIssue
 from graph_ingest.domain.request import IngestRequest
@@ -30,16 +31,4 @@ class PlanningMetrics:
             self.extraction_issues.labels(code=issue.code).inc()
 
 
-_process_metrics: PlanningMetrics | None = None
-
-
-def process_metrics() -> PlanningMetrics:
-    """This process's planning metrics, on prometheus_client's default registry (created once:
-    a registry takes each metric name once)."""
-    global _process_metrics
-    if _process_metrics is None:
-        _process_metrics = PlanningMetrics(REGISTRY)
-    return _process_metrics
-
-
-__all__ = ["PlanningMetrics", "process_metrics"]
+__all__ = ["PlanningMetrics"]

@@ -29,13 +29,16 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.resilience.backoff import Backoff
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.messages import OutboxMessage, outbox_message
 from graph_ingest.settings import Settings
 from graph_ingest.store.outbox import OutboxFeed, OutboxRow
@@ -60,7 +63,12 @@ class OutboxRelay:
         settings: Settings,
         *,
         producer_overrides: Mapping[str, Any] | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
+        """``hooks``: whoever watches the relay (``consumers.hooks``: a ``polled`` per round, a
+        ``published`` per batch published); none by default."""
+        self._hooks = hooks or Hooks(f"relay/{settings.postgres.schema_name}")
+        self._operations_topic = settings.topics.operations
         self._schema = settings.postgres.schema_name
         self._lock_key = advisory_lock_key(self._schema)
         self._batch_size = settings.relay.batch_size
@@ -120,6 +128,7 @@ class OutboxRelay:
         )
         backoff = Backoff(*self._backoff)
         while not stop.is_set():
+            self._hooks.polled()
             try:
                 count = self.run_once()
             except GraphIngestError as exc:
@@ -154,8 +163,13 @@ class OutboxRelay:
         rows = self._fetch()
         if not rows:
             return 0
-        ids = [row[0] for row in rows]
-        messages = [outbox_message(*row[1:]) for row in rows]
+        ids = [row.id for row in rows]
+        messages = [
+            outbox_message(
+                r.topic, r.message_key, r.message_value, r.headers, r.operation_id, r.sequence
+            )
+            for r in rows
+        ]
         try:
             self._publish(ids, messages)
         except ProducerFenced as exc:
@@ -167,7 +181,21 @@ class OutboxRelay:
             elif exc.delivered and not exc.code.is_transient:
                 self._publish_rows_before_failure(ids[: exc.delivered], messages[: exc.delivered])
             raise
+        if self._hooks.subscribers:
+            self._report(rows, messages)
         return len(ids)
+
+    def _report(self, rows: Sequence[OutboxRow], messages: Sequence[OutboxMessage]) -> None:
+        """Fire ``published``: the operation events by stage, each row's time to Kafka's ack."""
+        now = time.time()
+        stages = Counter(
+            m.headers[kafka_headers.STAGE].lower()
+            for m in messages
+            if m.topic == self._operations_topic and kafka_headers.STAGE in m.headers
+        )
+        self._hooks.published(
+            stages, [now - r.created_at.timestamp() for r in rows if r.created_at is not None]
+        )
 
     def _publish(self, ids: list[int], messages: list[OutboxMessage]) -> None:
         """Publish the rows in one Kafka transaction, then mark them published."""

@@ -43,3 +43,26 @@ def error_detail(
         context=context,
         retry=retry,
     )
+
+
+DEADLOCK = "deadlock"
+LOCK_WAIT = "lock_wait"
+_DEADLOCKS = ("DeadlockDetected",)
+"""psycopg's class (SQLSTATE 40P01), and the tail of Neo4j's Neo.TransientError.Transaction.*"""
+_LOCK_WAITS = ("LockNotAvailable", "LockAcquisitionTimeout", "LockClientStopped")
+"""psycopg's SQLSTATE 55P03 (lock_timeout, NOWAIT), and Neo4j's lock waits cut off."""
+
+
+def retry_reason(exc: BaseException) -> str:
+    """Why a batch is retried in place, for counting: ``deadlock`` and ``lock_wait`` (contention
+    on hot entities, told apart by the driver error behind ours), else the status code in lower
+    case. Reads names only (the driver's class, Neo4j's ``code``), so it imports no driver."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        names = (type(seen).__name__, str(getattr(seen, "code", "") or "").rpartition(".")[2])
+        if any(name in _DEADLOCKS for name in names):
+            return DEADLOCK
+        if any(name in _LOCK_WAITS for name in names) or "lock timeout" in str(seen):
+            return LOCK_WAIT
+        seen = seen.__cause__
+    return classify(exc).value.lower()
