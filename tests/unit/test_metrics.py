@@ -311,3 +311,20 @@ def test_promtool_accepts_every_kind_of_process() -> None:
             timeout=30,
         )
         assert checked.returncode == 0, (kind, checked.stdout, checked.stderr)
+
+
+def test_every_issue_code_of_the_validator_is_known() -> None:
+    # the validator's and extractors' codes are listed, so that each is exported at 0
+    import re
+
+    from graph_ingest.planning.metrics import KNOWN_ISSUE_CODES
+
+    planning = Path(__file__).resolve().parents[2] / "src" / "graph_ingest" / "planning"
+    found = set()
+    for name in ("validation.py", "llm_output.py", "rules.py"):
+        text = (planning / name).read_text()
+        found |= set(re.findall(r'Problem\(\s*"([A-Z_]+)"', text))
+        found |= set(re.findall(r'code="([A-Z_]+)"', text))
+        found |= set(re.findall(r'^([A-Z_]+) = "\1"$', text, re.M))
+    assert found <= set(KNOWN_ISSUE_CODES), found - set(KNOWN_ISSUE_CODES)
+    assert len(found) >= 15
