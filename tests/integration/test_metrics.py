@@ -34,10 +34,10 @@ from tests.integration.metrics_helpers import (
 )
 from tests.integration.pipeline import FailingWriter, Pipeline
 from tests.integration.projection_helpers import projector_settings
-from tests.integration.test_applier import doc_v1, doc_v2
+from tests.integration.test_applier import doc_v1, doc_v2, stale_edit
 from tests.kafka_messages import read_to_end
 from tests.processes import stop_gracefully
-from tests.samples import Entity, Relation, sample_plan
+from tests.samples import Entity, sample_plan
 from tests.tcp_proxy import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -46,7 +46,6 @@ REPO = Path(__file__).resolve().parents[2]
 ROUTING = {"retry_initial_backoff_s": 0.05, "retry_max_backoff_s": 0.2, "in_place_max_attempts": 1}
 ONE_DELIVERY = 2  # failed writes per failed delivery, with in_place_max_attempts=1
 BABBAGE = Entity("Person", "Charles Babbage")
-ALICE, ACME = Entity("Person", "Alice"), Entity("Organization", "Acme")
 
 APPLIER_METRICS = {
     "graph_ingest_worker_info",
@@ -89,15 +88,7 @@ def test_after_mixed_outcomes_the_counts_equal_the_write_side(
     # When plans that complete, repeat, conflict, retry and cannot decode are published
     v1, other = doc_v1(pipeline, "doc-1"), doc_v1(pipeline, "doc-2")
     v2 = doc_v2(pipeline, v1.next_state)
-    stale = sample_plan(
-        "it",
-        "doc-1",
-        "Alice works at Acme, edited on an old copy.",
-        [ALICE, ACME],
-        [Relation(ALICE, "KNOWS", ACME)],
-        previous=v1.next_state,
-        graph=pipeline.graph,
-    )
+    stale = stale_edit(pipeline, v1)
     babbage = sample_plan("it", "doc-babbage", "Babbage.", [BABBAGE], [], graph=pipeline.graph)
     pipeline.publish(v1, other, v2)
     pipeline.wait_stage(v2.operation_id, Stage.COMPLETED)

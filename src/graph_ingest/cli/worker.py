@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -14,28 +14,30 @@ from graph_ingest.cli.signals import stop_on_signals
 from graph_ingest.consumers.hooks import LoopSubscriber
 from graph_ingest.settings import Settings
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 if TYPE_CHECKING:
     from prometheus_client.registry import Collector
 
     from graph_ingest.observability.metrics import Kind, PipelineMetrics
     from graph_ingest.observability.server import ReadyDetails
 
-health_port_option = click.option(
-    "--health-port",
-    type=click.IntRange(0, 65535),
-    metavar="PORT",
-    help="Serve /health/live, /health/ready and /health/startup on this port (default: "
-    "GRAPH_INGEST_HEALTH__PORT; unset: none), on GRAPH_INGEST_HEALTH__HOST (127.0.0.1).",
-)
+
+def _port_option(name: str, serves: str, section: str) -> Callable[[F], F]:
+    """``--<name>-port PORT``: serve ``serves`` there, over GRAPH_INGEST_<section>__PORT."""
+    return click.option(
+        f"--{name}-port",
+        type=click.IntRange(0, 65535),
+        metavar="PORT",
+        help=f"Serve {serves} on this port (default: GRAPH_INGEST_{section}__PORT; unset: "
+        f"none), on GRAPH_INGEST_{section}__HOST (127.0.0.1).",
+    )
 
 
-metrics_port_option = click.option(
-    "--metrics-port",
-    type=click.IntRange(0, 65535),
-    metavar="PORT",
-    help="Serve /metrics (Prometheus text format) on this port (default: "
-    "GRAPH_INGEST_METRICS__PORT; unset: none), on GRAPH_INGEST_METRICS__HOST (127.0.0.1).",
+health_port_option = _port_option(
+    "health", "/health/live, /health/ready and /health/startup", "HEALTH"
 )
+metrics_port_option = _port_option("metrics", "/metrics (Prometheus text format)", "METRICS")
 
 
 @contextmanager
@@ -117,7 +119,8 @@ def applier(relay: bool, health_port: int | None, metrics_port: int | None) -> N
 
     \b
     Example:
-      GRAPH_INGEST_APPLIER__BATCH_MAX_PLANS=200 graph-ingest worker applier --health-port 8081
+      GRAPH_INGEST_APPLIER__BATCH_MAX_PLANS=200 graph-ingest worker applier --health-port 8081 \\
+        --metrics-port 9464
     """
     from graph_ingest.wiring import run_applier
 
