@@ -171,7 +171,7 @@ class OutboxRelay:
             for r in rows
         ]
         try:
-            self._publish(ids, messages)
+            self._publish(rows, messages)
         except ProducerFenced as exc:
             self._stand_down(ids, exc)
             return 0
@@ -179,10 +179,8 @@ class OutboxRelay:
             if exc.fatal:
                 self._disconnect()  # a fresh producer comes with the lock, when taken again
             elif exc.delivered and not exc.code.is_transient:
-                self._publish_rows_before_failure(ids[: exc.delivered], messages[: exc.delivered])
+                self._publish_rows_before_failure(rows[: exc.delivered], messages[: exc.delivered])
             raise
-        if self._hooks.subscribers:
-            self._report(rows, messages)
         return len(ids)
 
     def _report(self, rows: Sequence[OutboxRow], messages: Sequence[OutboxMessage]) -> None:
@@ -197,8 +195,9 @@ class OutboxRelay:
             stages, [now - r.created_at.timestamp() for r in rows if r.created_at is not None]
         )
 
-    def _publish(self, ids: list[int], messages: list[OutboxMessage]) -> None:
+    def _publish(self, rows: Sequence[OutboxRow], messages: list[OutboxMessage]) -> None:
         """Publish the rows in one Kafka transaction, then mark them published."""
+        ids = [row.id for row in rows]
         started = time.monotonic()
         self._producer.produce_transaction(messages)
         marked = self._mark(ids)
@@ -212,6 +211,8 @@ class OutboxRelay:
                 len(ids),
             )
         self.published_total += len(ids)
+        if self._hooks.subscribers:
+            self._report(rows, messages)
         logger.debug(
             "outbox[%s] rows %d..%d: published %d in %.0f ms",
             self._schema,
@@ -221,13 +222,16 @@ class OutboxRelay:
             (time.monotonic() - started) * 1000,
         )
 
-    def _publish_rows_before_failure(self, ids: list[int], messages: list[OutboxMessage]) -> None:
+    def _publish_rows_before_failure(
+        self, rows: Sequence[OutboxRow], messages: list[OutboxMessage]
+    ) -> None:
         """A row failed for good and took its batch's transaction down with it, so the rows
         before it were aborted too, although the broker had accepted them. Publish those in a
         transaction of their own, so that the failing row holds back only the rows after it and
         the rows before it go out once, not again on every retry."""
+        ids = [row.id for row in rows]
         try:
-            self._publish(ids, messages)
+            self._publish(rows, messages)
         except GraphIngestError as exc:
             if isinstance(exc, KafkaIngestError) and exc.fatal:
                 self._disconnect()
