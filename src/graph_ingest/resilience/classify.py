@@ -56,13 +56,14 @@ _LOCK_WAITS = ("LockNotAvailable", "LockAcquisitionTimeout", "LockClientStopped"
 def retry_reason(exc: BaseException) -> str:
     """Why a batch is retried in place, for counting: ``deadlock`` and ``lock_wait`` (contention
     on hot entities, told apart by the driver error behind ours), else the status code in lower
-    case. Reads names only (the driver's class, Neo4j's ``code``), so it imports no driver."""
+    case. Reads names only (the driver's class, Neo4j's ``code``, the names our translations
+    quote in their messages), so it imports no driver."""
     seen: BaseException | None = exc
     while seen is not None:
-        names = (type(seen).__name__, str(getattr(seen, "code", "") or "").rpartition(".")[2])
-        if any(name in _DEADLOCKS for name in names):
+        said = f"{type(seen).__name__} {getattr(seen, 'code', '') or ''} {seen}"
+        if any(name in said for name in _DEADLOCKS):
             return DEADLOCK
-        if any(name in _LOCK_WAITS for name in names) or "lock timeout" in str(seen):
+        if any(name in said for name in _LOCK_WAITS) or "lock timeout" in said:
             return LOCK_WAIT
         seen = seen.__cause__
     return classify(exc).value.lower()
