@@ -75,9 +75,12 @@ def run_applier(
     graph: GraphWriter | None = None,
     relay: bool = True,
     subscribers: Sequence[LoopSubscriber] = (),
+    relay_subscribers: Sequence[LoopSubscriber] = (),
 ) -> None:
     """Run one applier until ``stop`` is set. Store and writer may be injected (tests wrap them);
-    ``subscribers`` watch every loop's lifecycle hooks (``consumers.hooks``).
+    ``subscribers`` watch every loop's lifecycle hooks (``consumers.hooks``), and
+    ``relay_subscribers`` the relay's (the metrics, not the health: the relay holds no
+    partition, and its rounds are no sign the consuming loops turn).
 
     ``relay``: also run an outbox relay in this process, so that one process is a complete
     pipeline (retry copies, DLQ envelopes and the operation log all leave through the outbox).
@@ -87,7 +90,7 @@ def run_applier(
     graph = graph or Neo4jGraphWriter(settings.neo4j)
     with (
         started(store, graph),
-        _relay_beside(settings, stop, enabled=relay, subscribers=subscribers),
+        _relay_beside(settings, stop, enabled=relay, subscribers=relay_subscribers),
         DegradationPublisher(settings) as degradation,
         ControlFollower(settings) as control,
     ):

@@ -200,7 +200,11 @@ class Pipeline:
         thread = threading.Thread(
             target=run_applier,
             args=(settings or self.settings, self._stop),
-            kwargs={"graph": writer or self.writer, "subscribers": subscribers},
+            kwargs={
+                "graph": writer or self.writer,
+                "subscribers": subscribers,
+                "relay_subscribers": subscribers,
+            },
             name="applier",
             daemon=True,
         )

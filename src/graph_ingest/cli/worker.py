@@ -133,8 +133,10 @@ def applier(relay: bool, health_port: int | None, metrics_port: int | None) -> N
         metrics_port=metrics_port,
         worker_id=settings.applier.worker_id,
         relay=relay,
-    ) as (subscribers, _):
-        run_applier(settings, stop, relay=relay, subscribers=subscribers)
+    ) as (subscribers, metrics):
+        run_applier(
+            settings, stop, relay=relay, subscribers=subscribers, relay_subscribers=[metrics]
+        )
 
 
 @worker.command("planner")
