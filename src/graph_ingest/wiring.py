@@ -17,7 +17,7 @@ from graph_ingest.consumers.applier.apply import PlanApplier
 from graph_ingest.consumers.applier.route_log import tier_label
 from graph_ingest.consumers.applier.routing import Ladder
 from graph_ingest.consumers.applier.worker import ApplierWorker
-from graph_ingest.consumers.hooks import Hooks, LoopSubscriber
+from graph_ingest.consumers.hooks import Hooks, LoopSubscriber, relay_loop
 from graph_ingest.consumers.planner.worker import PlannerWorker
 from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.graph.base import GraphWriter
@@ -191,7 +191,7 @@ def _relay_beside(
 
 def relay_hooks(settings: Settings, subscribers: Sequence[LoopSubscriber]) -> Hooks:
     """The hooks of an outbox relay (its loop named ``relay/<schema>``)."""
-    return Hooks(f"relay/{settings.postgres.schema_name}", *subscribers)
+    return Hooks(relay_loop(settings.postgres.schema_name), *subscribers)
 
 
 def build_applier(settings: Settings, store: OperationStore, graph: GraphWriter) -> PlanApplier:
@@ -283,7 +283,7 @@ def pipeline_metrics(
             settings.projector.group_id,
             [settings.topics.operations],
         ),
-    }.get(kind, (f"{kind}/{settings.postgres.schema_name}", "", []))
+    }.get(kind, (relay_loop(settings.postgres.schema_name) if kind == "relay" else kind, "", []))
     protocol = (
         settings.kafka.consumer_config(group).get("group.protocol", "classic") if group else ""
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from graph_ingest.consumers.hooks import Hooks
+from graph_ingest.consumers.hooks import Hooks, relay_loop
 from graph_ingest.domain.breaker_control import BreakerControl, BreakerMode
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.errors import GraphTransactionAborted
@@ -328,3 +328,23 @@ def test_every_issue_code_of_the_validator_is_known() -> None:
         found |= set(re.findall(r'^([A-Z_]+) = "\1"$', text, re.M))
     assert found <= set(KNOWN_ISSUE_CODES), found - set(KNOWN_ISSUE_CODES)
     assert len(found) >= 15
+
+
+def test_a_relay_beside_the_loops_does_not_beat_for_them() -> None:
+    # An applier's relay turns while its consuming loops may be stuck: only they beat for it
+    registry = CollectorRegistry()
+    times = iter([10.0, 20.0])
+    metrics = PipelineMetrics(
+        registry, "applier", worker_id="a", topics=[PLANS], relay=True, clock=lambda: next(times)
+    )
+    heartbeat = "graph_ingest_worker_heartbeat_timestamp_seconds"
+    Hooks(relay_loop("s"), metrics).polled()
+    assert value(registry, heartbeat) == 0
+    Hooks("a", metrics).polled()
+    assert value(registry, heartbeat) == 10
+    # while a relay on its own beats with its rounds
+    alone = CollectorRegistry()
+    relay = PipelineMetrics(alone, "relay", worker_id=relay_loop("s"), clock=lambda: 5.0)
+    Hooks(relay_loop("s"), relay).polled()
+    assert value(alone, heartbeat) == 5
+    assert alone.get_sample_value("graph_ingest_rebalances_total", {"change": "assigned"}) is None

@@ -11,7 +11,7 @@ import click
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import reports_errors
 from graph_ingest.cli.signals import stop_on_signals
-from graph_ingest.consumers.hooks import LoopSubscriber
+from graph_ingest.consumers.hooks import LoopSubscriber, relay_loop
 from graph_ingest.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -247,7 +247,7 @@ def relay(metrics_port: int | None) -> None:
         "relay",
         health_port=None,
         metrics_port=metrics_port,
-        worker_id=f"relay/{settings.postgres.schema_name}",
+        worker_id=relay_loop(settings.postgres.schema_name),
         health=False,
     ) as (subscribers, _):
         relay = OutboxRelay(settings, hooks=relay_hooks(settings, subscribers))

@@ -19,6 +19,13 @@ from graph_ingest.domain.breaker_control import BreakerControl
 Partition = tuple[str, int]
 Position = tuple[str, int, int]
 
+RELAY_PREFIX = "relay/"
+
+
+def relay_loop(schema: str) -> str:
+    """The name an outbox relay's hooks go by: ``relay/<schema>`` (no consuming loop's)."""
+    return f"{RELAY_PREFIX}{schema}"
+
 
 @dataclass(frozen=True, slots=True)
 class Polled:
@@ -316,6 +323,7 @@ class Hooks:
 
 
 __all__ = [
+    "RELAY_PREFIX",
     "BatchHandled",
     "BreakerChanged",
     "BreakerForced",
@@ -333,4 +341,5 @@ __all__ = [
     "Routed",
     "RoutesTaken",
     "StepsTimed",
+    "relay_loop",
 ]

@@ -69,15 +69,19 @@ def worker_info(
     return info
 
 
+def heartbeat(registry: CollectorRegistry) -> Gauge:
+    """The last poll round of any loop of the process (a consuming loop's or a relay's)."""
+    return Gauge(
+        "graph_ingest_worker_heartbeat_timestamp_seconds",
+        "Unix time of the last poll round of any loop of the process",
+        registry=registry,
+    )
+
+
 class LoopFamilies:
-    """The metrics of every consuming loop: heartbeat, messages, partitions, rebalances."""
+    """The metrics of every consuming loop: messages, partitions, rebalances."""
 
     def __init__(self, registry: CollectorRegistry, kind: Kind, topics: Sequence[str]) -> None:
-        self.heartbeat = Gauge(
-            "graph_ingest_worker_heartbeat_timestamp_seconds",
-            "Unix time of the last poll round of any loop of the process",
-            registry=registry,
-        )
         self.consumed = Counter(
             "graph_ingest_messages_consumed_total",
             "Messages consumed with a durable outcome, by topic and outcome",
@@ -250,5 +254,6 @@ __all__ = [
     "Kind",
     "LoopFamilies",
     "RelayFamilies",
+    "heartbeat",
     "worker_info",
 ]

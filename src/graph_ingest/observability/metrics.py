@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from prometheus_client import CollectorRegistry
 
 from graph_ingest.consumers.hooks import (
+    RELAY_PREFIX,
     BatchHandled,
     BreakerChanged,
     BreakerForced,
@@ -48,6 +49,7 @@ from graph_ingest.observability.families import (
     Kind,
     LoopFamilies,
     RelayFamilies,
+    heartbeat,
     worker_info,
 )
 from graph_ingest.observability.projection_metrics import ProjectionMetrics
@@ -85,20 +87,24 @@ class PipelineMetrics(LoopSubscriber):
         self._breakers: dict[tuple[str, str], str] = {}
         self._levels: dict[str, int] = {}
         worker_info(registry, kind, worker_id=worker_id, group=group, protocol=protocol)
-        consuming = kind in OUTCOMES
-        self._loops = LoopFamilies(registry, kind, topics) if consuming or relay else None
+        consuming, relay = kind in OUTCOMES, relay or kind == "relay"
+        self._heartbeat = heartbeat(registry) if consuming or relay else None
+        self._loops = LoopFamilies(registry, kind, topics) if consuming else None
         self._applier = (
             ApplierFamilies(registry, tiers, dependencies) if kind == "applier" else None
         )
-        self._relay = RelayFamilies(registry) if relay or kind == "relay" else None
+        self._relay = RelayFamilies(registry) if relay else None
         self.planning = PlanningMetrics(registry) if kind == "planner" else None
         """The planner's extraction-issue counter (``build_planner(metrics=...)``)."""
 
     # -- every loop ------------------------------------------------------------------------
 
     def polled(self, event: Polled) -> None:
-        if self._loops is not None:
-            self._loops.heartbeat.set(self._clock())
+        """The heartbeat: a consuming loop's round (a relay beside them does not beat for
+        them: its rounds go on while they are stuck), or a lone relay's."""
+        relay_round = event.worker.startswith(RELAY_PREFIX)
+        if self._heartbeat is not None and (relay_round == (self.kind == "relay")):
+            self._heartbeat.set(self._clock())
 
     def batch_handled(self, event: BatchHandled) -> None:
         if self._loops is None:

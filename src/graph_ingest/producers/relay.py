@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from graph_ingest.consumers.hooks import Hooks
+from graph_ingest.consumers.hooks import Hooks, relay_loop
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
@@ -67,7 +67,7 @@ class OutboxRelay:
     ) -> None:
         """``hooks``: whoever watches the relay (``consumers.hooks``: a ``polled`` per round, a
         ``published`` per batch published); none by default."""
-        self._hooks = hooks or Hooks(f"relay/{settings.postgres.schema_name}")
+        self._hooks = hooks or Hooks(relay_loop(settings.postgres.schema_name))
         self._operations_topic = settings.topics.operations
         self._schema = settings.postgres.schema_name
         self._lock_key = advisory_lock_key(self._schema)
