@@ -216,6 +216,7 @@ def test_promtool_accepts_the_scrape_of_every_real_process(
             text = scrape_when_up(f"http://127.0.0.1:{port}/metrics")
             promtool_check(text)
             names = metric_names(text)
+            assert not {n for n in names if n.endswith("_created")}, kind
             assert sample(text, "graph_ingest_worker_info", **_info(text)) == 1, kind
             if kind == "applier":
                 assert (

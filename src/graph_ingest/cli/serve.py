@@ -33,7 +33,7 @@ def serve(host: str | None, port: int | None) -> None:
     from prometheus_client import CollectorRegistry
 
     from graph_ingest.api.app import create_app
-    from graph_ingest.observability.exposition import serving_metrics
+    from graph_ingest.observability.exposition import serving_metrics, without_created_series
     from graph_ingest.wiring import postgres_store, scrape_collectors
 
     settings = load_settings()
@@ -42,6 +42,7 @@ def serve(host: str | None, port: int | None) -> None:
             name: value for name, value in (("host", host), ("port", port)) if value is not None
         }
     )
+    without_created_series()
     registry = CollectorRegistry()
     app = create_app(settings.model_copy(update={"api": api}), postgres_store, registry=registry)
     # Logging is the CLI's (-v); a line per request only from -v on.

@@ -56,11 +56,14 @@ def _observed(
     """The health endpoints and ``/metrics`` while the worker runs (each port option over its
     setting); yields the subscribers for the worker's loops and the process's metrics. The
     metrics are kept (and fed) even when not served: subscribing costs little, and a scrape
-    port can then be the only thing that differs between two runs."""
+    port can then be the only thing that differs between two runs. No ``_created`` series
+    (``observability.exposition.without_created_series``)."""
     from prometheus_client import CollectorRegistry
 
-    from graph_ingest.observability.exposition import serving_metrics
+    from graph_ingest.observability.exposition import serving_metrics, without_created_series
     from graph_ingest.wiring import pipeline_metrics, scrape_collectors
+
+    without_created_series()
 
     metrics_settings = settings.metrics
     if metrics_port is not None:

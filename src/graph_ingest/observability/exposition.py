@@ -8,13 +8,21 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, disable_created_metrics, start_http_server
 from prometheus_client.registry import Collector
 
 from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.settings.metrics import MetricsSettings
 
 log = logging.getLogger(__name__)
+
+
+def without_created_series() -> None:
+    """Leave out prometheus_client's ``<counter>_created`` and ``<histogram>_created`` series:
+    a second series per counter and histogram child that no dashboard or alert of ours reads.
+    Process-wide (the library's own switch), so only the CLI calls it, as it alone configures
+    logging."""
+    disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 @contextmanager
@@ -54,4 +62,4 @@ def serving_metrics(
                 close()
 
 
-__all__ = ["serving_metrics"]
+__all__ = ["serving_metrics", "without_created_series"]
