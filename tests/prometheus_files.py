@@ -208,3 +208,16 @@ def run_promtool(*args: str) -> None:
     assert result.returncode == 0, (
         f"promtool {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}"
     )
+
+
+def promtool_check_metrics(text: str) -> None:
+    """``promtool check metrics`` accepts a scrape's ``text``: no error and no lint remark."""
+    checked = subprocess.run(
+        [str(promtool_or_skip()), "check", "metrics"],
+        input=text.encode("utf-8"),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert checked.returncode == 0, (checked.stdout.decode(), checked.stderr.decode())
+    assert checked.stdout + checked.stderr == b"", "promtool's lint: " + checked.stdout.decode()

@@ -10,20 +10,25 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
+
 from graph_ingest.consumers.applier.apply import PlanApplier
+from graph_ingest.consumers.applier.route_log import tier_label
 from graph_ingest.consumers.applier.routing import Ladder
 from graph_ingest.consumers.applier.worker import ApplierWorker
-from graph_ingest.consumers.hooks import Hooks, LoopSubscriber
+from graph_ingest.consumers.hooks import Hooks, LoopSubscriber, relay_loop
 from graph_ingest.consumers.planner.worker import PlannerWorker
 from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.kafka.control import ControlFollower
 from graph_ingest.kafka.degradation import DegradationPublisher
+from graph_ingest.observability.metrics import Kind, PipelineMetrics
 from graph_ingest.planning.extractor import Extractor
 from graph_ingest.planning.graph_schema import GraphSchema, load_graph_schema
 from graph_ingest.planning.llm import LlmExtractor
-from graph_ingest.planning.metrics import PlanningMetrics, process_metrics
+from graph_ingest.planning.metrics import PlanningMetrics
 from graph_ingest.planning.planner import Planner, Resource
 from graph_ingest.planning.request_planner import RequestPlanner
 from graph_ingest.planning.rules import RulesExtractor
@@ -70,9 +75,12 @@ def run_applier(
     graph: GraphWriter | None = None,
     relay: bool = True,
     subscribers: Sequence[LoopSubscriber] = (),
+    relay_subscribers: Sequence[LoopSubscriber] = (),
 ) -> None:
     """Run one applier until ``stop`` is set. Store and writer may be injected (tests wrap them);
-    ``subscribers`` watch every loop's lifecycle hooks (``consumers.hooks``).
+    ``subscribers`` watch every loop's lifecycle hooks (``consumers.hooks``), and
+    ``relay_subscribers`` the relay's (the metrics, not the health: the relay holds no
+    partition, and its rounds are no sign the consuming loops turn).
 
     ``relay``: also run an outbox relay in this process, so that one process is a complete
     pipeline (retry copies, DLQ envelopes and the operation log all leave through the outbox).
@@ -82,7 +90,7 @@ def run_applier(
     graph = graph or Neo4jGraphWriter(settings.neo4j)
     with (
         started(store, graph),
-        _relay_beside(settings, stop, enabled=relay),
+        _relay_beside(settings, stop, enabled=relay, subscribers=relay_subscribers),
         DegradationPublisher(settings) as degradation,
         ControlFollower(settings) as control,
     ):
@@ -149,12 +157,18 @@ def _run_together(loops: list[ApplierWorker], stop: threading.Event) -> None:
 
 
 @contextmanager
-def _relay_beside(settings: Settings, stop: threading.Event, *, enabled: bool) -> Iterator[None]:
+def _relay_beside(
+    settings: Settings,
+    stop: threading.Event,
+    *,
+    enabled: bool,
+    subscribers: Sequence[LoopSubscriber] = (),
+) -> Iterator[None]:
     """An outbox relay thread while the block runs; it stops when the block ends, however."""
     if not enabled:
         yield
         return
-    relay = OutboxRelay(settings)
+    relay = OutboxRelay(settings, hooks=relay_hooks(settings, subscribers))
     relay.start()
     relay_stop = threading.Event()
 
@@ -173,6 +187,11 @@ def _relay_beside(settings: Settings, stop: threading.Event, *, enabled: bool) -
         relay_stop.set()
         thread.join(timeout=settings.relay.flush_timeout_s + 30)
         relay.close()
+
+
+def relay_hooks(settings: Settings, subscribers: Sequence[LoopSubscriber]) -> Hooks:
+    """The hooks of an outbox relay (its loop named ``relay/<schema>``)."""
+    return Hooks(relay_loop(settings.postgres.schema_name), *subscribers)
 
 
 def build_applier(settings: Settings, store: OperationStore, graph: GraphWriter) -> PlanApplier:
@@ -224,7 +243,7 @@ def build_planner(settings: Settings, *, metrics: PlanningMetrics | None = None)
     extractor ``PLANNER__EXTRACTOR`` names (``rules``, or ``llm`` configured by
     ``GRAPH_INGEST_LLM__*``), a PostgreSQL store of its own as its view, plans written into
     ``PLANNER__GRAPH``. Touches no network: ``start`` opens the store. Extraction issues are
-    counted on ``metrics`` (default: this process's)."""
+    counted on ``metrics`` (the process's ``PipelineMetrics.planning``; None: not counted)."""
     path = settings.planner.graph_schema
     if path is None:
         raise ConfigurationError(
@@ -240,9 +259,61 @@ def build_planner(settings: Settings, *, metrics: PlanningMetrics | None = None)
         store,
         settings.planner,
         graph=settings.planner.graph,
-        on_issues=(metrics or process_metrics()).record_issues,
+        on_issues=metrics.record_issues if metrics is not None else None,
         resources=(store, *owned),
     )
+
+
+def pipeline_metrics(
+    settings: Settings, kind: Kind, registry: CollectorRegistry, *, relay: bool = False
+) -> PipelineMetrics:
+    """The metrics of a process of ``kind`` on ``registry`` (``observability.metrics``): its
+    worker id, group and group protocol on the info metric, its topics' and tiers' label values
+    created at 0; ``relay``: an outbox relay runs in the process too."""
+    ladder = Ladder.of(settings)
+    worker_id, group, topics = {
+        "applier": (settings.applier.worker_id, settings.applier.group_id, ladder.topics),
+        "planner": (
+            settings.planner.worker_id,
+            settings.planner.group_id,
+            [settings.topics.requests],
+        ),
+        "projector": (
+            settings.projector.worker_id,
+            settings.projector.group_id,
+            [settings.topics.operations],
+        ),
+    }.get(kind, (relay_loop(settings.postgres.schema_name) if kind == "relay" else kind, "", []))
+    protocol = (
+        settings.kafka.consumer_config(group).get("group.protocol", "classic") if group else ""
+    )
+    return PipelineMetrics(
+        registry,
+        kind,
+        worker_id=worker_id,
+        group=group,
+        protocol=str(protocol),
+        topics=topics,
+        tiers=[tier_label(delay_s) for _, delay_s in ladder.tiers] if kind == "applier" else (),
+        relay=relay or kind == "relay",
+    )
+
+
+def scrape_collectors(settings: Settings, kind: Kind) -> list[Collector]:
+    """The collectors a process of ``kind`` serves beside its ``PipelineMetrics``, read at scrape
+    time (``observability.exposition.serving_metrics`` registers and closes them): the lag of
+    the consumer groups it consumes in (the API: of every group, so lag shows while a group has
+    no worker left), and the store's gauges (DLQ, outbox, parked) where a store is at hand
+    (applier, API). Building them connects to nothing; a scrape reads, cached and bounded."""
+    from graph_ingest.observability.lag import consumer_groups, consumer_lag
+    from graph_ingest.observability.store_gauges import store_gauges
+
+    collectors: list[Collector] = []
+    if consumer_groups(settings, kind):
+        collectors.append(consumer_lag(settings, kind))
+    if kind in ("applier", "api"):
+        collectors.append(store_gauges(settings))
+    return collectors
 
 
 def _extractor(settings: Settings, schema: GraphSchema) -> tuple[Extractor, tuple[Resource, ...]]:

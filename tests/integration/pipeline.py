@@ -12,6 +12,7 @@ import psycopg
 from confluent_kafka import Consumer, Producer
 from neo4j import GraphDatabase
 
+from graph_ingest.consumers.hooks import LoopSubscriber
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
@@ -188,14 +189,22 @@ class Pipeline:
         return sum("retry" in r.getMessage() for r in self._retry_log.records)
 
     def start_applier(
-        self, writer: GraphWriter | None = None, settings: Settings | None = None
+        self,
+        writer: GraphWriter | None = None,
+        settings: Settings | None = None,
+        subscribers: Sequence[LoopSubscriber] = (),
     ) -> threading.Thread:
         """An applier thread on the real services; ``writer`` replaces the counting Neo4j writer
-        (fault injection), ``settings`` this pipeline's (e.g. another PostgreSQL user)."""
+        (fault injection), ``settings`` this pipeline's (e.g. another PostgreSQL user);
+        ``subscribers`` watch its loops and its relay."""
         thread = threading.Thread(
             target=run_applier,
             args=(settings or self.settings, self._stop),
-            kwargs={"graph": writer or self.writer},
+            kwargs={
+                "graph": writer or self.writer,
+                "subscribers": subscribers,
+                "relay_subscribers": subscribers,
+            },
             name="applier",
             daemon=True,
         )

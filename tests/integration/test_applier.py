@@ -43,6 +43,19 @@ def doc_v2(p: Pipeline, previous: DocumentState) -> IngestionPlan:
     )
 
 
+def stale_edit(p: Pipeline, v1: IngestionPlan) -> IngestionPlan:
+    """An edit of doc-1 made on an old copy: built on ``v1``'s revision, whatever came since."""
+    return sample_plan(
+        "it",
+        v1.document_id,
+        "Alice works at Acme, edited on an old copy.",
+        [ALICE, ACME],
+        [Relation(ALICE, "KNOWS", ACME)],
+        previous=v1.next_state,
+        graph=p.graph,
+    )
+
+
 def with_mutation(plan: IngestionPlan, mutation: Mutation) -> IngestionPlan:
     """The plan, frozen again with another mutation (and so another fingerprint)."""
     return IngestionPlan.freeze(
@@ -151,15 +164,7 @@ def test_a_plan_built_on_a_stale_revision_ends_in_conflict_without_graph_write(
     written = pipeline.writer.mutations_written
     graph = pipeline.graph_elements()
     # When a plan built on revision 1 arrives after revision 2 committed
-    stale = sample_plan(
-        "it",
-        "doc-1",
-        "Alice works at Acme, edited on an old copy.",
-        [ALICE, ACME],
-        [Relation(ALICE, "KNOWS", ACME)],
-        previous=v1.next_state,
-        graph=pipeline.graph,
-    )
+    stale = stale_edit(pipeline, v1)
     pipeline.publish(stale)
     # Then it ends in CONFLICT and the graph is untouched
     conflict = pipeline.wait_stage(stale.operation_id, Stage.CONFLICT)

@@ -9,11 +9,13 @@ from contextlib import contextmanager
 import pytest
 from confluent_kafka import Producer
 from neo4j import GraphDatabase
+from prometheus_client import CollectorRegistry
 
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.schemas.codec import encode_plan
+from graph_ingest.wiring import pipeline_metrics
 from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import CountingWriter, Pipeline
 from tests.integration.test_applier import doc_v1, planned_elements
@@ -70,11 +72,13 @@ def test_a_plan_on_a_locked_node_takes_the_1s_tier_and_other_partitions_move_on(
     writer.start()
     # The label's constraint exists, as on any graph that took a plan before the lock was taken.
     writer.ensure_constraints(pipeline.graph)
+    registry = CollectorRegistry()
+    metrics = pipeline_metrics(pipeline.settings, "applier", registry, relay=True)
     with write_locked(pipeline, BABBAGE.node_id("it")):
         # Given a plan that MERGEs the locked node and a plan of another document elsewhere
         publish_to(pipeline, 0, contended)
         publish_to(pipeline, 1, unrelated)
-        pipeline.start_applier(writer)
+        pipeline.start_applier(writer, subscribers=[metrics])
         # Then the other document completes while the lock is held
         pipeline.wait_stage(unrelated.operation_id, Stage.COMPLETED)
         # and the contended plan waits on the 1s tier, its timeout recorded as the failure
@@ -83,6 +87,11 @@ def test_a_plan_on_a_locked_node_takes_the_1s_tier_and_other_partitions_move_on(
         assert failed.last_error is not None
         assert failed.last_error.code is StatusCode.DEADLINE_EXCEEDED
         assert "LockClientStopped" in failed.last_error.message
+        # and the batch's retries in place count as lock waits, apart from deadlocks
+        in_place = "graph_ingest_in_place_retries_total"
+        assert (registry.get_sample_value(in_place, {"code": "lock_wait"}) or 0) >= 1
+        assert registry.get_sample_value(in_place, {"code": "deadline_exceeded"}) == 0
+        assert registry.get_sample_value(in_place, {"code": "deadlock"}) == 0
     # When the lock is released, the contended plan completes from the retry ladder
     done = pipeline.wait_stage(contended.operation_id, Stage.COMPLETED, timeout_s=120)
     routed = pipeline.sql(

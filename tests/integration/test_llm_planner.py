@@ -82,7 +82,7 @@ def test_a_valid_answer_becomes_a_plan_of_those_entities_and_relations(
     assert [e.type for e in plan.mutation.edge_upserts] == ["MEMBER_OF"]
     assert (plan.provenance.extractor, plan.provenance.model) == ("llm", "model-a")
     assert server.received[0].body["model"] == "model-a"
-    assert issue_count(registry, MALFORMED_OUTPUT) is None
+    assert issue_count(registry, MALFORMED_OUTPUT) == 0  # known codes are exported at 0
 
 
 def test_malformed_output_is_a_counted_issue_and_the_plan_goes_on_without_it(

@@ -106,3 +106,62 @@ def test_with_no_subscriber_no_event_is_built(monkeypatch: pytest.MonkeyPatch) -
     for name in ("Consumed", "BatchHandled", "Routed", "BreakerChanged", "Rebalanced", "Committed"):
         monkeypatch.setattr(hooks_module, name, refuse)
     fire_one_of_each(Hooks("w1"))
+
+
+def test_the_metrics_events_are_not_built_with_no_subscriber(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import graph_ingest.consumers.hooks as hooks_module
+
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("an event was built with no subscriber")
+
+    names = (
+        "StepsTimed",
+        "RetriedInPlace",
+        "RetriesDelivered",
+        "PlansCompleted",
+        "RoutesTaken",
+        "Degraded",
+        "Published",
+        "Polled",
+    )
+    for name in names:
+        monkeypatch.setattr(hooks_module, name, refuse)
+    hooks = Hooks("w1")
+    hooks.steps_timed({"admit": 0.1})
+    hooks.retried_in_place("deadlock")
+    hooks.retries_delivered([("1s", 0.2)])
+    hooks.plans_completed([0.5])
+    hooks.routes_taken({"1s": 1}, {"INTERNAL": 1})
+    hooks.degraded(1)
+    hooks.published({"completed": 1}, [0.1])
+    hooks.polled()
+
+
+def test_empty_metrics_events_are_not_fired() -> None:
+    fired: list[object] = []
+
+    class Watcher(LoopSubscriber):
+        def steps_timed(self, event: object) -> None:  # type: ignore[override]
+            fired.append(event)
+
+        def retries_delivered(self, event: object) -> None:  # type: ignore[override]
+            fired.append(event)
+
+        def plans_completed(self, event: object) -> None:  # type: ignore[override]
+            fired.append(event)
+
+        def routes_taken(self, event: object) -> None:  # type: ignore[override]
+            fired.append(event)
+
+        def published(self, event: object) -> None:  # type: ignore[override]
+            fired.append(event)
+
+    hooks = Hooks("w1", Watcher())
+    hooks.steps_timed({})
+    hooks.retries_delivered([])
+    hooks.plans_completed([])
+    hooks.routes_taken({}, {})
+    hooks.published({}, [])
+    assert fired == []

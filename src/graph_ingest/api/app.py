@@ -16,13 +16,16 @@ from contextlib import ExitStack, asynccontextmanager, suppress
 
 import anyio.to_thread
 from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
 
 from graph_ingest import __version__
 from graph_ingest.api import admin, dlq, health, operations, reads, tasks
 from graph_ingest.api.console import router as console
 from graph_ingest.api.errors import ERROR_RESPONSES, install_error_handlers
+from graph_ingest.api.metrics import install_metrics
 from graph_ingest.api.services import StoreFactory, open_services
 from graph_ingest.domain.errors import GraphIngestError
+from graph_ingest.observability.metrics import worker_info
 from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.settings import Settings
 
@@ -44,8 +47,12 @@ admin routes that force a circuit breaker) needs `Authorization: Bearer <token>`
 """
 
 
-def create_app(settings: Settings, new_store: StoreFactory) -> FastAPI:
-    """The API over the stores of ``settings``; ``new_store`` builds the write store."""
+def create_app(
+    settings: Settings, new_store: StoreFactory, *, registry: CollectorRegistry | None = None
+) -> FastAPI:
+    """The API over the stores of ``settings``; ``new_store`` builds the write store. Its
+    metrics (``/metrics``: the HTTP requests, the process's info, and whatever else is
+    registered on ``registry``) go on ``registry``, a fresh one by default."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -83,6 +90,9 @@ def create_app(settings: Settings, new_store: StoreFactory) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(dlq.router)
     app.include_router(console.router)  # /ui: the operator console (HTML, not in /openapi.json)
+    registry = registry if registry is not None else CollectorRegistry()
+    worker_info(registry, "api", worker_id="api", group="", protocol="")
+    install_metrics(app, registry)
     return app
 
 

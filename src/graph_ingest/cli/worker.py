@@ -3,31 +3,89 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import reports_errors
 from graph_ingest.cli.signals import stop_on_signals
-from graph_ingest.consumers.hooks import LoopSubscriber
+from graph_ingest.consumers.hooks import LoopSubscriber, relay_loop
 from graph_ingest.observability.logs import bind_worker, worker_verbosity
 from graph_ingest.settings import Settings
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 if TYPE_CHECKING:
+    from prometheus_client.registry import Collector
+
+    from graph_ingest.observability.metrics import Kind, PipelineMetrics
     from graph_ingest.observability.server import ReadyDetails
 
 log = logging.getLogger("graph_ingest.worker")
 
-health_port_option = click.option(
-    "--health-port",
-    type=click.IntRange(0, 65535),
-    metavar="PORT",
-    help="Serve /health/live, /health/ready and /health/startup on this port (default: "
-    "GRAPH_INGEST_HEALTH__PORT; unset: none), on GRAPH_INGEST_HEALTH__HOST (127.0.0.1).",
+
+def _port_option(name: str, serves: str, section: str) -> Callable[[F], F]:
+    """``--<name>-port PORT``: serve ``serves`` there, over GRAPH_INGEST_<section>__PORT."""
+    return click.option(
+        f"--{name}-port",
+        type=click.IntRange(0, 65535),
+        metavar="PORT",
+        help=f"Serve {serves} on this port (default: GRAPH_INGEST_{section}__PORT; unset: "
+        f"none), on GRAPH_INGEST_{section}__HOST (127.0.0.1).",
+    )
+
+
+health_port_option = _port_option(
+    "health", "/health/live, /health/ready and /health/startup", "HEALTH"
 )
+metrics_port_option = _port_option("metrics", "/metrics (Prometheus text format)", "METRICS")
+
+
+@contextmanager
+def _observed(
+    settings: Settings,
+    kind: Kind,
+    *,
+    health_port: int | None,
+    metrics_port: int | None,
+    worker_id: str,
+    details: ReadyDetails | None = None,
+    relay: bool = False,
+    collectors: Sequence[Collector] = (),
+    health: bool = True,
+) -> Iterator[tuple[tuple[LoopSubscriber, ...], PipelineMetrics]]:
+    """The health endpoints and ``/metrics`` while the worker runs (each port option over its
+    setting); yields the subscribers for the worker's loops and the process's metrics. The
+    metrics are kept (and fed) even when not served: subscribing costs little, and a scrape
+    port can then be the only thing that differs between two runs. No ``_created`` series
+    (``observability.exposition.without_created_series``)."""
+    from prometheus_client import CollectorRegistry
+
+    from graph_ingest.observability.exposition import serving_metrics, without_created_series
+    from graph_ingest.wiring import pipeline_metrics, scrape_collectors
+
+    without_created_series()
+
+    metrics_settings = settings.metrics
+    if metrics_port is not None:
+        metrics_settings = metrics_settings.model_copy(update={"port": metrics_port})
+    registry = CollectorRegistry()
+    metrics = pipeline_metrics(settings, kind, registry, relay=relay)
+    with ExitStack() as stack:
+        watching = (
+            stack.enter_context(_health(settings, health_port, worker_id, details))
+            if health
+            else ()
+        )
+        stack.enter_context(
+            serving_metrics(
+                metrics_settings, registry, [*scrape_collectors(settings, kind), *collectors]
+            )
+        )
+        yield (*watching, metrics), metrics
 
 
 def _health(
@@ -78,8 +136,9 @@ def worker() -> None:
     "by). --no-relay when relays run as their own processes.",
 )
 @health_port_option
+@metrics_port_option
 @reports_errors
-def applier(relay: bool, health_port: int | None) -> None:
+def applier(relay: bool, health_port: int | None, metrics_port: int | None) -> None:
     """Apply frozen plans from the plans topic and its retry tiers to Neo4j and PostgreSQL.
 
     One process is a complete pipeline: it consumes the plans topic and every retry tier
@@ -89,7 +148,8 @@ def applier(relay: bool, health_port: int | None) -> None:
 
     \b
     Example:
-      GRAPH_INGEST_APPLIER__BATCH_MAX_PLANS=200 graph-ingest worker applier --health-port 8081
+      GRAPH_INGEST_APPLIER__BATCH_MAX_PLANS=200 graph-ingest worker applier --health-port 8081 \\
+        --metrics-port 9464
     """
     from graph_ingest.wiring import run_applier
 
@@ -98,9 +158,18 @@ def applier(relay: bool, health_port: int | None) -> None:
     applier = settings.applier
     with (
         _running("applier", applier.worker_id, applier.group_id),
-        _health(settings, health_port, applier.worker_id) as subscribers,
+        _observed(
+            settings,
+            "applier",
+            health_port=health_port,
+            metrics_port=metrics_port,
+            worker_id=applier.worker_id,
+            relay=relay,
+        ) as (subscribers, metrics),
     ):
-        run_applier(settings, stop, relay=relay, subscribers=subscribers)
+        run_applier(
+            settings, stop, relay=relay, subscribers=subscribers, relay_subscribers=[metrics]
+        )
 
 
 @worker.command("planner")
@@ -112,8 +181,9 @@ def applier(relay: bool, health_port: int | None) -> None:
     "GRAPH_INGEST_PLANNER__FACTORY, graph_ingest.wiring:build_planner).",
 )
 @health_port_option
+@metrics_port_option
 @reports_errors
-def planner(factory: str | None, health_port: int | None) -> None:
+def planner(factory: str | None, health_port: int | None, metrics_port: int | None) -> None:
     """Plan ingest requests (topic ingest.requests) into frozen plans (ingestion.plans).
 
     Each batch's plans, planning DLQ entries and request offsets are committed in one Kafka
@@ -133,24 +203,32 @@ def planner(factory: str | None, health_port: int | None) -> None:
       export GRAPH_INGEST_PLANNER__GRAPH_SCHEMA=src/graph_ingest/demo/graph_schema.yaml
       GRAPH_INGEST_PLANNER__WORKER_ID=planner-0 graph-ingest worker planner
     """
-    from graph_ingest.planning.request_planner import load_planner_factory
+    from graph_ingest.planning.request_planner import build_counting, load_planner_factory
     from graph_ingest.wiring import run_planner
 
     settings = load_settings()
     build = load_planner_factory(factory or settings.planner.factory)
     stop = stop_on_signals()
-    planner = settings.planner
+    planner_settings = settings.planner
     with (
-        _running("planner", planner.worker_id, planner.group_id),
-        _health(settings, health_port, planner.worker_id) as subscribers,
+        _running("planner", planner_settings.worker_id, planner_settings.group_id),
+        _observed(
+            settings,
+            "planner",
+            health_port=health_port,
+            metrics_port=metrics_port,
+            worker_id=planner_settings.worker_id,
+        ) as (subscribers, metrics),
     ):
-        run_planner(settings, stop, build(settings), subscribers=subscribers)
+        planner = build_counting(build, settings, metrics.planning)
+        run_planner(settings, stop, planner, subscribers=subscribers)
 
 
 @worker.command("projector")
 @health_port_option
+@metrics_port_option
 @reports_errors
-def projector(health_port: int | None) -> None:
+def projector(health_port: int | None, metrics_port: int | None) -> None:
     """Fold the operations topic into the read tables (schema <POSTGRES__SCHEMA_NAME>_read).
 
     Reads ingestion.operations in its own consumer group (GRAPH_INGEST_PROJECTOR__GROUP_ID)
@@ -164,6 +242,7 @@ def projector(health_port: int | None) -> None:
       GRAPH_INGEST_PROJECTOR__GROUP_ID=graph-ingest-projector graph-ingest worker projector \\
         --health-port 8083
     """
+    from graph_ingest.observability.metrics import ProjectionMetrics
     from graph_ingest.projections.lag_reader import LagForReadiness
     from graph_ingest.wiring import run_projector
 
@@ -173,7 +252,15 @@ def projector(health_port: int | None) -> None:
     try:
         with (
             _running("projector", projector.worker_id, projector.group_id),
-            _health(settings, health_port, projector.worker_id, lag) as subscribers,
+            _observed(
+                settings,
+                "projector",
+                health_port=health_port,
+                metrics_port=metrics_port,
+                worker_id=projector.worker_id,
+                details=lag,
+                collectors=[ProjectionMetrics(lag)],
+            ) as (subscribers, _),
         ):
             run_projector(settings, stop_on_signals(), subscribers=subscribers)
     finally:
@@ -181,8 +268,9 @@ def projector(health_port: int | None) -> None:
 
 
 @worker.command("relay")
+@metrics_port_option
 @reports_errors
-def relay() -> None:
+def relay(metrics_port: int | None) -> None:
     """Publish the PostgreSQL outbox, in order, to Kafka (operation log, released plans).
 
     One relay per schema is active at a time; a second one waits as a hot standby.
@@ -192,11 +280,22 @@ def relay() -> None:
       graph-ingest -v worker relay
     """
     from graph_ingest.producers.relay import OutboxRelay
+    from graph_ingest.wiring import relay_hooks
 
     settings = load_settings()
     schema = settings.postgres.schema_name
-    with _running("relay", f"relay.{schema}", f"outbox {schema} (one active)"):
-        relay = OutboxRelay(settings)
+    with (
+        _running("relay", relay_loop(schema), f"outbox {schema} (one active)"),
+        _observed(
+            settings,
+            "relay",
+            health_port=None,
+            metrics_port=metrics_port,
+            worker_id=relay_loop(schema),
+            health=False,
+        ) as (subscribers, _),
+    ):
+        relay = OutboxRelay(settings, hooks=relay_hooks(settings, subscribers))
         relay.start()
         try:
             relay.run(stop_on_signals())

@@ -11,13 +11,20 @@ raises ends the worker, as any bug in the loop does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from graph_ingest.domain.breaker_control import BreakerControl
 
 Partition = tuple[str, int]
 Position = tuple[str, int, int]
+
+RELAY_PREFIX = "relay/"
+
+
+def relay_loop(schema: str) -> str:
+    """The name an outbox relay's hooks go by: ``relay/<schema>`` (no consuming loop's)."""
+    return f"{RELAY_PREFIX}{schema}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +99,70 @@ class Committed:
     offsets: Mapping[Partition, int]
 
 
+@dataclass(frozen=True, slots=True)
+class StepsTimed:
+    """The applier ran its steps over a batch (or a part of it, split to isolate a failure):
+    seconds per step (``admit``, ``graph_write``, ``state_commit``), those that ran."""
+
+    worker: str
+    durations: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class RetriedInPlace:
+    """A batch failed and is tried again in place; ``reason``: the failure's status code in lower
+    case, or what it was more precisely (``deadlock``, ``lock_wait``: ``resilience.classify``)."""
+
+    worker: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RetriesDelivered:
+    """A poll delivered retry-tier copies: per copy, its tier and how late it came (delivered at
+    minus the due time its retry headers carry; negative when early)."""
+
+    worker: str
+    lateness: Sequence[tuple[str, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class PlansCompleted:
+    """Plans of a batch reached COMPLETED: per plan, seconds from its message's timestamp (when
+    it was published) to the commit."""
+
+    worker: str
+    latencies: Sequence[float]
+
+
+@dataclass(frozen=True, slots=True)
+class RoutesTaken:
+    """What a batch's routing wrote: copies per retry tier (by its delay, ``1s``), and DLQ
+    entries per error code (plans that followed a dead-lettered one included)."""
+
+    worker: str
+    tiers: Mapping[str, int]
+    dead_letters: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Degraded:
+    """The loop's degradation level changed to ``level`` (0..3, ``L0``..``L3``)."""
+
+    worker: str
+    level: int
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """The outbox relay published rows: operation events per stage (lower case), and per row
+    seconds from its creation to Kafka's acknowledgement."""
+
+    worker: str
+    stages: Mapping[str, int]
+    latencies: Sequence[float]
+
+
 class LoopSubscriber:
     """Override the events to watch; the others do nothing."""
 
@@ -118,6 +189,27 @@ class LoopSubscriber:
 
     def committed(self, event: Committed) -> None:
         """Offsets were committed."""
+
+    def steps_timed(self, event: StepsTimed) -> None:
+        """The applier's steps ran over a batch."""
+
+    def retried_in_place(self, event: RetriedInPlace) -> None:
+        """A batch is tried again in place."""
+
+    def retries_delivered(self, event: RetriesDelivered) -> None:
+        """Retry-tier copies were delivered."""
+
+    def plans_completed(self, event: PlansCompleted) -> None:
+        """Plans reached COMPLETED."""
+
+    def routes_taken(self, event: RoutesTaken) -> None:
+        """Routing wrote tier copies or DLQ entries."""
+
+    def degraded(self, event: Degraded) -> None:
+        """The degradation level changed."""
+
+    def published(self, event: Published) -> None:
+        """The outbox relay published rows."""
 
 
 class Hooks:
@@ -187,16 +279,67 @@ class Hooks:
             for subscriber in self.subscribers:
                 subscriber.committed(event)
 
+    def steps_timed(self, durations: Mapping[str, float]) -> None:
+        if self.subscribers and durations:
+            event = StepsTimed(self.worker, durations)
+            for subscriber in self.subscribers:
+                subscriber.steps_timed(event)
+
+    def retried_in_place(self, reason: str) -> None:
+        if self.subscribers:
+            event = RetriedInPlace(self.worker, reason)
+            for subscriber in self.subscribers:
+                subscriber.retried_in_place(event)
+
+    def retries_delivered(self, lateness: Sequence[tuple[str, float]]) -> None:
+        if self.subscribers and lateness:
+            event = RetriesDelivered(self.worker, lateness)
+            for subscriber in self.subscribers:
+                subscriber.retries_delivered(event)
+
+    def plans_completed(self, latencies: Sequence[float]) -> None:
+        if self.subscribers and latencies:
+            event = PlansCompleted(self.worker, latencies)
+            for subscriber in self.subscribers:
+                subscriber.plans_completed(event)
+
+    def routes_taken(self, tiers: Mapping[str, int], dead_letters: Mapping[str, int]) -> None:
+        if self.subscribers and (tiers or dead_letters):
+            event = RoutesTaken(self.worker, tiers, dead_letters)
+            for subscriber in self.subscribers:
+                subscriber.routes_taken(event)
+
+    def degraded(self, level: int) -> None:
+        if self.subscribers:
+            event = Degraded(self.worker, level)
+            for subscriber in self.subscribers:
+                subscriber.degraded(event)
+
+    def published(self, stages: Mapping[str, int], latencies: Sequence[float]) -> None:
+        if self.subscribers and (stages or latencies):
+            event = Published(self.worker, stages, latencies)
+            for subscriber in self.subscribers:
+                subscriber.published(event)
+
 
 __all__ = [
+    "RELAY_PREFIX",
     "BatchHandled",
     "BreakerChanged",
     "BreakerForced",
     "Committed",
     "Consumed",
+    "Degraded",
     "Hooks",
     "LoopSubscriber",
+    "PlansCompleted",
     "Polled",
+    "Published",
     "Rebalanced",
+    "RetriedInPlace",
+    "RetriesDelivered",
     "Routed",
+    "RoutesTaken",
+    "StepsTimed",
+    "relay_loop",
 ]

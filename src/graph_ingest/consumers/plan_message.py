@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Message
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.plan import IngestionPlan
@@ -56,6 +56,8 @@ class PlanMessage:
     """The claim-check reference the message carried instead of the plan; ``value`` is the
     stored plan once resolved (``consumers.applier.claims``), ``claim_value`` the message's own value."""
     claim_value: bytes | None = None
+    timestamp_s: float | None = None
+    """The message's Kafka timestamp (unix seconds; when it was published), if it has one."""
 
     @property
     def wire_value(self) -> bytes | None:
@@ -82,6 +84,11 @@ class PlanMessage:
         return fields
 
 
+def _timestamp_s(message: Message) -> float | None:
+    kind, ms = message.timestamp()
+    return ms / 1000 if kind != TIMESTAMP_NOT_AVAILABLE and ms > 0 else None
+
+
 def decode_message(
     message: Message, headers: MessageHeaders, retry: RetryRead, *, max_plan_bytes: int
 ) -> PlanMessage:
@@ -95,6 +102,7 @@ def decode_message(
         "key": message.key(),
         "value": message.value(),
         "headers": headers,
+        "timestamp_s": _timestamp_s(message),
         "operation_id_header": (
             None if op_header is None else op_header.decode("utf-8", "replace")
         ),

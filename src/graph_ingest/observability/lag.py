@@ -27,17 +27,17 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from graph_ingest.kafka.group_positions import GroupPositions, PartitionPosition
+from graph_ingest.observability.families import Kind
 from graph_ingest.observability.scrape_cache import ScrapeCache
 from graph_ingest.settings import Settings
 from graph_ingest.settings.kafka import KafkaSettings
 
-WorkerKind = Literal["applier", "planner", "projector", "relay", "api"]
 LABELS = ["group", "topic", "partition"]
 
 
@@ -197,7 +197,7 @@ def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, CounterMetricFami
     )
 
 
-def consumer_groups(settings: Settings, kind: WorkerKind) -> dict[str, list[str]]:
+def consumer_groups(settings: Settings, kind: Kind) -> dict[str, list[str]]:
     """The consumer groups a kind of process consumes in, each with its topics; the API's:
     every group (a worker kind without one, the relay, has none)."""
     topics = settings.topics
@@ -219,7 +219,7 @@ def consumer_groups(settings: Settings, kind: WorkerKind) -> dict[str, list[str]
     return by_kind[kind]
 
 
-def consumer_lag(settings: Settings, kind: WorkerKind) -> ConsumerLag:
+def consumer_lag(settings: Settings, kind: Kind) -> ConsumerLag:
     """The lag collector of a kind of process (``"api"``: every group), cached and bounded by
     ``GRAPH_INGEST_SCRAPE__CACHE_S`` and ``__TIMEOUT_S``."""
     scrape = settings.scrape
@@ -237,7 +237,6 @@ __all__ = [
     "ConsumerLag",
     "GroupLag",
     "PartitionLag",
-    "WorkerKind",
     "consumer_groups",
     "consumer_lag",
     "lag_of",

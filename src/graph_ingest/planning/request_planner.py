@@ -8,6 +8,7 @@ another planner can be plugged in (``PLANNER__FACTORY``, ``worker planner --plan
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from graph_ingest.domain.candidates import ExtractionIssue
 from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.request import IngestRequest
+from graph_ingest.planning.metrics import PlanningMetrics
 from graph_ingest.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,16 @@ _MOVED_FACTORIES = {
 """Factory paths of earlier releases, still accepted (the composition root moved in issue 17)."""
 
 
+def build_counting(
+    build: PlannerFactory, settings: Settings, metrics: PlanningMetrics | None
+) -> RequestPlanner:
+    """``build(settings)``, handing it ``metrics`` to count extraction issues on when it takes a
+    ``metrics`` keyword (``wiring.build_planner`` does; a factory of one's own need not)."""
+    if metrics is not None and "metrics" in inspect.signature(build).parameters:
+        return cast(Callable[..., RequestPlanner], build)(settings, metrics=metrics)
+    return build(settings)
+
+
 def load_planner_factory(path: str) -> PlannerFactory:
     """``module:function`` -> the function, which builds a planner from settings."""
     if path in _MOVED_FACTORIES:
@@ -85,4 +97,10 @@ def load_planner_factory(path: str) -> PlannerFactory:
     return cast(PlannerFactory, factory)
 
 
-__all__ = ["PlannedRequest", "PlannerFactory", "RequestPlanner", "load_planner_factory"]
+__all__ = [
+    "PlannedRequest",
+    "PlannerFactory",
+    "RequestPlanner",
+    "build_counting",
+    "load_planner_factory",
+]

@@ -29,13 +29,16 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from graph_ingest.consumers.hooks import Hooks, relay_loop
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.resilience.backoff import Backoff
+from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.messages import OutboxMessage, outbox_message
 from graph_ingest.settings import Settings
 from graph_ingest.store.outbox import OutboxFeed, OutboxRow
@@ -60,7 +63,12 @@ class OutboxRelay:
         settings: Settings,
         *,
         producer_overrides: Mapping[str, Any] | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
+        """``hooks``: whoever watches the relay (``consumers.hooks``: a ``polled`` per round, a
+        ``published`` per batch published); none by default."""
+        self._hooks = hooks or Hooks(relay_loop(settings.postgres.schema_name))
+        self._operations_topic = settings.topics.operations
         self._schema = settings.postgres.schema_name
         self._lock_key = advisory_lock_key(self._schema)
         self._batch_size = settings.relay.batch_size
@@ -120,6 +128,7 @@ class OutboxRelay:
         )
         backoff = Backoff(*self._backoff)
         while not stop.is_set():
+            self._hooks.polled()
             try:
                 count = self.run_once()
             except GraphIngestError as exc:
@@ -154,10 +163,15 @@ class OutboxRelay:
         rows = self._fetch()
         if not rows:
             return 0
-        ids = [row[0] for row in rows]
-        messages = [outbox_message(*row[1:]) for row in rows]
+        ids = [row.id for row in rows]
+        messages = [
+            outbox_message(
+                r.topic, r.message_key, r.message_value, r.headers, r.operation_id, r.sequence
+            )
+            for r in rows
+        ]
         try:
-            self._publish(ids, messages)
+            self._publish(rows, messages)
         except ProducerFenced as exc:
             self._stand_down(ids, exc)
             return 0
@@ -165,12 +179,25 @@ class OutboxRelay:
             if exc.fatal:
                 self._disconnect()  # a fresh producer comes with the lock, when taken again
             elif exc.delivered and not exc.code.is_transient:
-                self._publish_rows_before_failure(ids[: exc.delivered], messages[: exc.delivered])
+                self._publish_rows_before_failure(rows[: exc.delivered], messages[: exc.delivered])
             raise
         return len(ids)
 
-    def _publish(self, ids: list[int], messages: list[OutboxMessage]) -> None:
+    def _report(self, rows: Sequence[OutboxRow], messages: Sequence[OutboxMessage]) -> None:
+        """Fire ``published``: the operation events by stage, each row's time to Kafka's ack."""
+        now = time.time()
+        stages = Counter(
+            m.headers[kafka_headers.STAGE].lower()
+            for m in messages
+            if m.topic == self._operations_topic and kafka_headers.STAGE in m.headers
+        )
+        self._hooks.published(
+            stages, [now - r.created_at.timestamp() for r in rows if r.created_at is not None]
+        )
+
+    def _publish(self, rows: Sequence[OutboxRow], messages: list[OutboxMessage]) -> None:
         """Publish the rows in one Kafka transaction, then mark them published."""
+        ids = [row.id for row in rows]
         started = time.monotonic()
         self._producer.produce_transaction(messages)
         marked = self._mark(ids)
@@ -184,6 +211,8 @@ class OutboxRelay:
                 len(ids),
             )
         self.published_total += len(ids)
+        if self._hooks.subscribers:
+            self._report(rows, messages)
         logger.debug(
             "outbox[%s] rows %d..%d: published %d in %.0f ms",
             self._schema,
@@ -193,13 +222,16 @@ class OutboxRelay:
             (time.monotonic() - started) * 1000,
         )
 
-    def _publish_rows_before_failure(self, ids: list[int], messages: list[OutboxMessage]) -> None:
+    def _publish_rows_before_failure(
+        self, rows: Sequence[OutboxRow], messages: list[OutboxMessage]
+    ) -> None:
         """A row failed for good and took its batch's transaction down with it, so the rows
         before it were aborted too, although the broker had accepted them. Publish those in a
         transaction of their own, so that the failing row holds back only the rows after it and
         the rows before it go out once, not again on every retry."""
+        ids = [row.id for row in rows]
         try:
-            self._publish(ids, messages)
+            self._publish(rows, messages)
         except GraphIngestError as exc:
             if isinstance(exc, KafkaIngestError) and exc.fatal:
                 self._disconnect()

@@ -43,3 +43,27 @@ def error_detail(
         context=context,
         retry=retry,
     )
+
+
+DEADLOCK = "deadlock"
+LOCK_WAIT = "lock_wait"
+_DEADLOCKS = ("DeadlockDetected",)
+"""psycopg's class (SQLSTATE 40P01), and the tail of Neo4j's Neo.TransientError.Transaction.*"""
+_LOCK_WAITS = ("LockNotAvailable", "LockAcquisitionTimeout", "LockClientStopped")
+"""psycopg's SQLSTATE 55P03 (lock_timeout, NOWAIT), and Neo4j's lock waits cut off."""
+
+
+def retry_reason(exc: BaseException) -> str:
+    """Why a batch is retried in place, for counting: ``deadlock`` and ``lock_wait`` (contention
+    on hot entities, told apart by the driver error behind ours), else the status code in lower
+    case. Reads names only (the driver's class, Neo4j's ``code``, the names our translations
+    quote in their messages), so it imports no driver."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        said = f"{type(seen).__name__} {getattr(seen, 'code', '') or ''} {seen}"
+        if any(name in said for name in _DEADLOCKS):
+            return DEADLOCK
+        if any(name in said for name in _LOCK_WAITS) or "lock timeout" in said:
+            return LOCK_WAIT
+        seen = seen.__cause__
+    return classify(exc).value.lower()

@@ -16,6 +16,7 @@ from graph_ingest.settings.health import HealthSettings
 from graph_ingest.settings.kafka import KafkaSettings, TopicSettings
 from graph_ingest.settings.llm import LlmSettings
 from graph_ingest.settings.logs import LogSettings
+from graph_ingest.settings.metrics import MetricsSettings
 from graph_ingest.settings.neo4j import Neo4jSettings
 from graph_ingest.settings.planner import PlannerSettings
 from graph_ingest.settings.postgres import PostgresSettings
@@ -44,6 +45,7 @@ class Settings(BaseSettings):
     dlq: DlqSettings = DlqSettings()
     llm: LlmSettings = LlmSettings()
     health: HealthSettings = HealthSettings()
+    metrics: MetricsSettings = MetricsSettings()
     api: ApiSettings = ApiSettings()
     scrape: ScrapeSettings = ScrapeSettings()
     log: LogSettings = LogSettings()

@@ -36,6 +36,8 @@ class OutboxRow(NamedTuple):
     headers: Mapping[str, Any] | None
     operation_id: str | None
     sequence: int | None
+    created_at: datetime | None = None
+    """When the row was written (its transaction's time)."""
 
 
 class OutboxFeed(Protocol):

@@ -25,6 +25,7 @@ This module admits and isolates; the graph step is ``graph_step``, the state ste
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -34,6 +35,7 @@ from graph_ingest.consumers.applier.followers import FollowerRouter
 from graph_ingest.consumers.applier.graph_step import write_graph
 from graph_ingest.consumers.applier.ladder import Ladder, journey_start
 from graph_ingest.consumers.applier.parked import conflict_orphans
+from graph_ingest.consumers.applier.route_log import RouteLog
 from graph_ingest.consumers.applier.routing import Failure, FailureRouter
 from graph_ingest.consumers.applier.work import PlanWork
 from graph_ingest.consumers.plan_message import PlanMessage
@@ -151,8 +153,13 @@ class PlanApplier:
         self._graph = graph
         self._ladder = ladder
         self._clock = clock
-        self._router = FailureRouter(ladder, worker_id=worker_id, clock=clock)
-        self._followers = FollowerRouter(ladder, worker_id=worker_id)
+        self.routes = RouteLog()
+        """The tier copies and DLQ entries the last ``apply`` wrote (``route_log``)."""
+        self.step_seconds: dict[str, float] = {}
+        """Seconds per step (``admit``, ``graph_write``, ``state_commit``) of the last ``apply``,
+        summed over the parts of a split batch; steps of an attempt that raised are left out."""
+        self._router = FailureRouter(ladder, worker_id=worker_id, clock=clock, routes=self.routes)
+        self._followers = FollowerRouter(ladder, worker_id=worker_id, routes=self.routes)
         self._probes: dict[str, Callable[[], None]] = {
             "postgres": store.probe,
             "neo4j": graph.probe,
@@ -186,6 +193,8 @@ class PlanApplier:
         ``waited``: the outages the caller held this batch through; the next snapshot of each
         operation the batch moves records them.
         """
+        self.routes.clear()
+        self.step_seconds.clear()
         outcomes: dict[Position, Outcome] = {}
         poison = [m for m in messages if m.plan is None]
         if poison:
@@ -266,14 +275,23 @@ class PlanApplier:
         self, batch: list[PlanMessage], waited: tuple[OutageWait, ...]
     ) -> dict[Position, Outcome]:
         outcomes: dict[Position, Outcome] = {}
+        started = time.monotonic()
         with self._store.unit_of_work() as uow:
             admitted = self._admit(uow, batch, outcomes, waited)
+        admitted_at = time.monotonic()
         write_graph(self._store, self._graph, admitted, self._clock)
+        written_at = time.monotonic()
         with self._store.unit_of_work() as uow:
             committed = commit_states(uow, admitted, self._clock(), self._ladder)
+        self._timed(admit=admitted_at - started, graph_write=written_at - admitted_at)
+        self._timed(state_commit=time.monotonic() - written_at)
         outcomes.update((w.message.position, Outcome.CONFLICT) for w in committed.conflicted)
         outcomes.update((w.message.position, Outcome.COMPLETED) for w in committed.completed)
         return outcomes
+
+    def _timed(self, **steps: float) -> None:
+        for step, seconds in steps.items():
+            self.step_seconds[step] = self.step_seconds.get(step, 0.0) + seconds
 
     def _admit(
         self,

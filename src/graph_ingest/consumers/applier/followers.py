@@ -30,6 +30,7 @@ from graph_ingest.consumers.applier.ladder import (
     journey_start,
     known_origin,
 )
+from graph_ingest.consumers.applier.route_log import RouteLog
 from graph_ingest.consumers.applier.work import PlanWork
 from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.dlq.entries import dlq_id_of_operation
@@ -68,9 +69,10 @@ class Arrived:
 
 
 class FollowerRouter:
-    def __init__(self, ladder: Ladder, *, worker_id: str) -> None:
+    def __init__(self, ladder: Ladder, *, worker_id: str, routes: RouteLog | None = None) -> None:
         self._ladder = ladder
         self._worker_id = worker_id
+        self._routes = routes if routes is not None else RouteLog()
 
     def follow_on_arrival(
         self,
@@ -145,6 +147,7 @@ class FollowerRouter:
                 uow, follower, leader, info, earlier.get(dlq_id), first.get(op.operation_id), at
             )
             dead_letter(uow, self._ladder.dlq_topic, dlq_id, envelope)
+            self._routes.to_dlq(info.code)
             saved.append(
                 record_failure(
                     op, Stage.DEAD_LETTERED, attempt, envelope.total_attempts, dlq_id

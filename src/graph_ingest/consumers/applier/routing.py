@@ -40,6 +40,7 @@ from graph_ingest.consumers.applier.ladder import (
     journey_start,
     known_origin,
 )
+from graph_ingest.consumers.applier.route_log import RouteLog
 from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.dlq.entries import (
     dlq_id_of_operation,
@@ -80,11 +81,15 @@ class Failure:
 
 
 class FailureRouter:
-    def __init__(self, ladder: Ladder, *, worker_id: str, clock: Clock) -> None:
+    def __init__(
+        self, ladder: Ladder, *, worker_id: str, clock: Clock, routes: RouteLog | None = None
+    ) -> None:
+        """``routes``: where each tier copy and DLQ entry written is noted (``route_log``)."""
         self._ladder = ladder
         self._worker_id = worker_id
         self._clock = clock
-        self._followers = FollowerRouter(ladder, worker_id=worker_id)
+        self._routes = routes if routes is not None else RouteLog()
+        self._followers = FollowerRouter(ladder, worker_id=worker_id, routes=self._routes)
 
     def route(self, uow: UnitOfWork, failure: Failure) -> RouteKind:
         """Route one failure inside ``uow``; return where it went (TIER or DLQ)."""
@@ -186,6 +191,7 @@ class FailureRouter:
         )
         assert message.wire_value is not None  # only a decoded plan can be retried
         headers = with_retry_headers(message.headers, retry)
+        self._routes.to_tier(delay_s)
         uow.enqueue(
             [
                 retry_copy(
@@ -250,6 +256,7 @@ class FailureRouter:
                 at=last.at,
             )
         dead_letter(uow, self._ladder.dlq_topic, dlq_id, envelope)
+        self._routes.to_dlq(last.detail.code)
         log.error(
             "%s dead-lettered as %s after %d attempt(s): %s %s",
             message.context(),

@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager, nullcontext
 from graph_ingest.consumers.applier.apply import Outcome, PlanApplier, Position
 from graph_ingest.consumers.applier.claims import resolve_claims
 from graph_ingest.consumers.applier.outages import OutageWatch
+from graph_ingest.consumers.applier.route_log import tier_label
 from graph_ingest.consumers.applier.routing import Ladder
 from graph_ingest.consumers.batching import select_batch
 from graph_ingest.consumers.breakers import Breakers, Controls, nothing_forced
@@ -35,7 +36,7 @@ from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.kafka.consumer import Partition, TypedConsumer
 from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.resilience.breaker import BreakerState
-from graph_ingest.resilience.classify import classify
+from graph_ingest.resilience.classify import classify, retry_reason
 from graph_ingest.resilience.degradation import DegradationMonitor
 from graph_ingest.resilience.policy import (
     ACCESS_REFUSED,
@@ -48,6 +49,7 @@ from graph_ingest.settings import Settings
 log = logging.getLogger(__name__)
 
 _ROUTED = frozenset({Outcome.RETRYING, Outcome.DEAD_LETTERED})
+_Notes = tuple[dict[str, float], dict[str, int], dict[str, int]]
 
 
 class ApplierWorker:
@@ -70,6 +72,7 @@ class ApplierWorker:
         self._applying = applying or nullcontext()
         self._hooks = hooks or Hooks(settings.applier.worker_id)
         ladder = Ladder.of(settings)
+        self._tier_labels = {topic: tier_label(delay_s) for topic, delay_s in ladder.tiers}
         rebalances = RebalanceHooks(self._hooks, self._on_revoke)
         self._consumer: TypedConsumer[PlanMessage] = TypedConsumer(
             settings.kafka.consumer_config(settings.applier.group_id),
@@ -139,7 +142,19 @@ class ApplierWorker:
         self._offsets.tracker.consumed(polled)
         self._pending.extend(polled)
         self._hooks.consumed(len(polled))
+        if self._hooks.subscribers and polled:
+            self._report_lateness(polled)
         self._hooks.polled()
+
+    def _report_lateness(self, polled: list[PlanMessage]) -> None:
+        now = time.time()
+        self._hooks.retries_delivered(
+            [
+                (self._tier_labels.get(m.topic, m.topic), now - m.retry.due_at.timestamp())
+                for m in polled
+                if m.retry is not None
+            ]
+        )
 
     def _fetch_ahead(self) -> None:
         """Fetch what is already at hand for the next batch, so it decodes while this one
@@ -204,6 +219,7 @@ class ApplierWorker:
                         in_place_exhausted=towards_split >= settings.in_place_max_attempts,
                         waited=outages.waits,
                     )
+                    notes = self._notes()
             except Exception as exc:
                 code = classify(exc)
                 if scope_of(code) is FailureScope.PLAN:
@@ -216,7 +232,7 @@ class ApplierWorker:
                 continue
             self._breakers.close_all()
             self._offsets.tracker.done(batch)
-            self._report(outcomes, time.monotonic() - started, backoff.failures + 1)
+            self._report(batch, outcomes, notes, time.monotonic() - started, backoff.failures + 1)
             return outcomes
 
     def _owned(self, batch: list[PlanMessage]) -> list[PlanMessage]:
@@ -265,6 +281,7 @@ class ApplierWorker:
         until a probe answers once the failing dependency's breaker is open (an outage the
         batch is held through: ``outages``). False if ``stop`` was set first."""
         code = classify(exc)
+        self._hooks.retried_in_place(retry_reason(exc))
         breaker = self._breakers.failed(exc, code)
         open_breaker = breaker if breaker and breaker.state is BreakerState.OPEN else None
         delay = backoff.failed()
@@ -299,12 +316,38 @@ class ApplierWorker:
             self._applier.probe(dependency)
 
     def _report(
-        self, outcomes: Mapping[Position, Outcome], duration_s: float, attempts: int
+        self,
+        batch: list[PlanMessage],
+        outcomes: Mapping[Position, Outcome],
+        notes: _Notes | None,
+        duration_s: float,
+        attempts: int,
     ) -> None:
         """Fire the batch's hooks (nothing is built when no one subscribes)."""
-        if self._hooks.subscribers:
-            self._hooks.batch_handled(outcomes, duration_s, attempts)
-            self._hooks.routed({p: o for p, o in outcomes.items() if o in _ROUTED})
+        if not self._hooks.subscribers or notes is None:
+            return
+        steps, tiers, dead_letters = notes
+        self._hooks.steps_timed(steps)
+        self._hooks.routes_taken(tiers, dead_letters)
+        self._hooks.batch_handled(outcomes, duration_s, attempts)
+        self._hooks.routed({p: o for p, o in outcomes.items() if o in _ROUTED})
+        now = time.time()
+        self._hooks.plans_completed(
+            [
+                now - m.timestamp_s
+                for m in batch
+                if m.timestamp_s is not None and outcomes.get(m.position) is Outcome.COMPLETED
+            ]
+        )
+
+    def _notes(self) -> _Notes | None:
+        """What the applier noted of the apply just done (its step times, the routes it wrote),
+        copied while the loops' shared lock is held (the other loop's apply would clear them);
+        None when no one subscribes."""
+        if not self._hooks.subscribers:
+            return None
+        tiers, dead_letters = self._applier.routes.take()
+        return dict(self._applier.step_seconds), tiers, dead_letters
 
     def _watch(self) -> None:
         """Every round: the operators' latest word on the breakers, then the degradation level."""
@@ -323,6 +366,7 @@ class ApplierWorker:
                 event.reason,
             )
             self._report_degradation(event)
+            self._hooks.degraded(int(event.level.value[1:]))
 
     # -- rebalances ------------------------------------------------------------------------
 

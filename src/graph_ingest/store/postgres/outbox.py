@@ -96,7 +96,8 @@ class PostgresOutboxFeed:
 
     def unpublished(self, limit: int) -> list[OutboxRow]:
         query = sql.SQL(
-            "SELECT id, topic, message_key, message_value, headers, operation_id, sequence "
+            "SELECT id, topic, message_key, message_value, headers, operation_id, sequence, "
+            "created_at "
             "FROM {} WHERE published_at IS NULL ORDER BY id LIMIT %s"
         ).format(self._table)
         return [OutboxRow(*row) for row in self._execute(query, (limit,)).fetchall()]
