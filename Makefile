@@ -62,6 +62,10 @@ $(VENV)/.bench-extra: $(BIN)/graph-ingest
 bench-read: install $(VENV)/.bench-extra ## Read side: projector beside the pipeline with a fold ceiling, API latency, rebuild time
 	$(BIN)/python benchmarks/projection.py && $(BIN)/python benchmarks/api_latency.py && $(BIN)/python benchmarks/rebuild.py
 
+.PHONY: bench-scrape
+bench-scrape: install $(VENV)/.bench-extra ## Metrics: scrape duration, size and CPU per scrape of each process
+	$(BIN)/python benchmarks/scrape_cost.py
+
 .PHONY: bench
 bench: install $(VENV)/.bench-extra ## Throughput, every workload: ceiling vs seed-style vs pipeline (starts the dev stack if needed)
 	$(BIN)/python benchmarks/throughput.py --workload all

@@ -138,10 +138,12 @@ def worker_processes(
 
 
 @contextmanager
-def applier_processes(settings: Settings, count: int, logs: Path) -> Iterator[list[int]]:
+def applier_processes(
+    settings: Settings, count: int, logs: Path, **env: str
+) -> Iterator[list[int]]:
     """``count`` appliers (``worker_processes``), once they share every plans partition; yields
     their pids."""
-    with worker_processes(settings, "applier", count, logs) as processes:
+    with worker_processes(settings, "applier", count, logs, **env) as processes:
         wait_for_group(settings, processes)
         yield [p.pid for p in processes]
 
@@ -233,15 +235,15 @@ class Running:
 
 @contextmanager
 def running(
-    settings: Settings, workload: Workload, *, appliers: int, logs: Path
+    settings: Settings, workload: Workload, *, appliers: int, logs: Path, **env: str
 ) -> Iterator[Running]:
-    """``appliers`` processes on ``settings`` (``isolated``), the workload's warm-up and setup
-    plans applied by them; stopped when the block ends."""
+    """``appliers`` processes on ``settings`` (``isolated``; ``env``: more variables), the
+    workload's warm-up and setup plans applied by them; stopped when the block ends."""
     timeout_s = 600 + len(workload.plans) / 10
     with (
         KafkaProducer(settings.kafka) as producer,
         CompletedEvents(settings) as events,
-        applier_processes(settings, appliers, logs) as pids,
+        applier_processes(settings, appliers, logs, **env) as pids,
     ):
         for group in (workload.warmup, workload.setup):
             if group:
