@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from graph_ingest.kafka.errors import KafkaIngestError
-from graph_ingest.kafka.transactional import CALL_GRACE_S
 from graph_ingest.producers.ingest_producer import IngestProducer
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.request_messages import submission_id_of
@@ -33,6 +32,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(30
 
 OUTAGE_S = 30.0
 TRANSACTION_TIMEOUT_S = 10.0
+GIVE_UP_S = TRANSACTION_TIMEOUT_S + 15.0
+"""From the broker's stop: its timeout, the grace past it (kafka.transactional.CALL_GRACE_S) and
+the broker's own shutdown; under the outage's length."""
 
 
 def test_a_postgresql_outage_during_a_replan_is_waited_out_and_the_replan_completes(
@@ -111,7 +113,7 @@ def test_the_planner_recovers_from_a_broker_outage_in_the_middle_of_its_transact
     try:
         # Then, Kafka still away, the planner gives the transaction it was in up within its
         # timeout (and a grace), and says so: it does not wait for the lost coordinator
-        if not given_up(log, logged, timeout_s=TRANSACTION_TIMEOUT_S + CALL_GRACE_S + 10):
+        if not given_up(log, logged, timeout_s=GIVE_UP_S):
             raise AssertionError(dump_stacks(planner, log))  # where it waits, Kafka still away
         time.sleep(max(0.0, outage_ends - time.monotonic()))  # the rest of the outage
     finally:
