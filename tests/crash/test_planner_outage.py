@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import subprocess
 import threading
 import time
@@ -25,6 +24,7 @@ from tests.crash.test_planner_crash import start
 from tests.integration.pipeline import Pipeline
 from tests.integration.test_planner_worker import produce_requests, wait_submission
 from tests.kafka_messages import read_to_end
+from tests.processes import dump_stacks
 from tests.unit.requests import request
 from tests.worker_logs import start_worker
 
@@ -192,12 +192,3 @@ def given_up(log: Path, logged: int, *, timeout_s: float) -> bool:
     except WaitTimeout:
         return False
     return True
-
-
-def dump_stacks(process: subprocess.Popen[bytes], log: Path) -> str:
-    """SIGABRT ``process`` (started with PYTHONFAULTHANDLER=1: it writes every thread's stack to
-    its stderr) and return the end of its log."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGABRT)
-        process.wait(timeout=30)
-    return log.read_text(errors="replace")[-8000:]
