@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 from collections.abc import Iterable
+from pathlib import Path
 
 
 def stop_gracefully(processes: Iterable[subprocess.Popen[bytes]], timeout_s: float = 60) -> None:
@@ -18,3 +19,12 @@ def stop_gracefully(processes: Iterable[subprocess.Popen[bytes]], timeout_s: flo
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=30)
+
+
+def dump_stacks(process: subprocess.Popen[bytes], log: Path) -> str:
+    """SIGABRT ``process`` (started with PYTHONFAULTHANDLER=1: it writes every thread's stack to
+    its stderr, ``log``) and return the end of that log: where a hung worker waits."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGABRT)
+        process.wait(timeout=30)
+    return log.read_text(errors="replace")[-8000:]

@@ -16,7 +16,8 @@ from typing import Any
 from confluent_kafka import Producer
 
 from graph_ingest.cli.signals import stop_on_signals
-from graph_ingest.consumers.planner.worker import PlannerWorker, planner_producer
+from graph_ingest.consumers.planner.takeover import planner_producer
+from graph_ingest.consumers.planner.worker import PlannerWorker
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings

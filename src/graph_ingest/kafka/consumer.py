@@ -31,7 +31,14 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
@@ -286,6 +293,29 @@ class TypedConsumer(Generic[M]):
         for (topic, part), offset in offsets.items():
             if (topic, part) in self._owned:
                 consumer.seek(TopicPartition(topic, part, offset))
+
+    def rewind_to_committed(self, timeout_s: float) -> dict[Partition, int]:
+        """Fetch every owned partition again from the group's committed offset (after a
+        transaction whose outcome this worker does not know); return those offsets (negative:
+        none committed, read from the start). Raises KafkaIngestError if the group coordinator
+        does not answer within ``timeout_s``."""
+        consumer = self._require()
+        listed = [TopicPartition(topic, part) for topic, part in sorted(self._owned)]
+        if not listed:
+            return {}
+        try:
+            committed = consumer.committed(listed, timeout=timeout_s)
+        except KafkaException as exc:
+            raise translate_kafka_error(exc, context="reading the committed offsets") from exc
+        rewound: dict[Partition, int] = {}
+        for tp in committed:
+            offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+            try:
+                consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+            except KafkaException as exc:  # not fetching yet: it starts from the committed one
+                log.debug("%s[%d] not rewound: %s", tp.topic, tp.partition, exc)
+            rewound[(tp.topic, tp.partition)] = tp.offset
+        return rewound
 
     def commit(self, offsets: Mapping[Partition, int]) -> dict[Partition, int]:
         """Commit the offsets of partitions still owned; return what was committed ({} when a

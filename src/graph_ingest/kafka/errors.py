@@ -32,6 +32,11 @@ class KafkaIngestError(GraphIngestError):
         self.kafka_name = kafka_name
         self.fatal = fatal
         """True when the client instance is unusable and must be recreated (librdkafka fatal)."""
+        self.outcome_unknown = False
+        """Set by the transactional producer when a transaction ended neither committed nor
+        aborted as far as this client knows (a commit that overran, an abort that failed): it
+        may have committed. Only the group's committed offsets, read once a new client has
+        taken over, tell."""
         self.delivered = 0
         """Set by the producers when a batch fails: how many leading messages of it the broker
         had accepted (a prefix, so acting on just them keeps order). In a transaction that was

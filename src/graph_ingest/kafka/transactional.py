@@ -12,19 +12,28 @@ A consumer that transforms what it reads (the planner: requests in, plans out) p
 it has processed with the consumer's group metadata: they are committed in the same transaction
 as the messages (``send_offsets_to_transaction``), so both or neither take effect, and the group
 coordinator fences a zombie member's commit (KIP-447).
+
+Every blocking call of the transaction API runs on a helper thread and is waited for no longer
+than its timeout and a grace: librdkafka does not always honour the timeout it is given
+(``send_offsets_to_transaction`` waits for a lost group coordinator without a bound,
+confluentinc/librdkafka#5456, #5511), and a worker blocked in it neither logs nor recovers. A call
+that overruns is given up with the client: the error is ``fatal`` and ``outcome_unknown``, the
+next :meth:`TransactionalProducer.take_over` fences the stuck client (whatever it still sends is
+rejected), and the caller learns from the committed offsets whether the transaction committed.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka.errors import KafkaIngestError
+from graph_ingest.kafka.errors import KafkaIngestError, KafkaUnavailable
 from graph_ingest.kafka.producer import (
     Deliveries,
     ProducerMessage,
@@ -36,6 +45,11 @@ from graph_ingest.kafka.producer import (
 from graph_ingest.settings.kafka import KafkaSettings
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CALL_GRACE_S = 5.0
+"""How long past its own timeout a transactional call is waited for before it is given up."""
 
 
 class TransactionalProducer:
@@ -79,13 +93,17 @@ class TransactionalProducer:
         """
         self.close()
         client = new_client(self._settings, self.config)
+        self._client = client
         try:
-            client.init_transactions(self._timeout_s)
+            self._bounded(client.init_transactions, self._timeout_s)
         except KafkaException as exc:
+            self._drop_client()
             raise as_kafka_error(
                 exc, f"initialising transactions as {self._transactional_id}"
             ) from exc
-        self._client = client
+        except KafkaIngestError:
+            self._drop_client()
+            raise
 
     def produce_transaction(
         self,
@@ -100,8 +118,11 @@ class TransactionalProducer:
 
         On failure the transaction is aborted and the :class:`KafkaIngestError` raised says in
         ``delivered`` how many leading messages the broker had accepted (aborted with the rest).
-        When it is ``fatal`` (fenced, say) the client is gone and :meth:`take_over` must run
-        again before the next transaction.
+        When it is ``fatal`` (fenced, say, or a call that overran its timeout) the client is
+        gone and :meth:`take_over` must run again before the next transaction; when it is
+        ``outcome_unknown`` too (a commit that did not end, or could not be aborted), the
+        transaction may have committed: only the committed offsets, read after that take-over,
+        tell.
         """
         if not messages and not offsets:
             return
@@ -112,8 +133,11 @@ class TransactionalProducer:
             client.begin_transaction()
             produce_in_order(client, messages, deliveries, deadline)
             if offsets:
-                client.send_offsets_to_transaction(
-                    list(offsets), group_metadata, max(0.0, deadline - time.monotonic())
+                self._bounded(
+                    client.send_offsets_to_transaction,
+                    max(0.0, deadline - time.monotonic()),
+                    list(offsets),
+                    group_metadata,
                 )
             self._commit(client, deadline)
         except (KafkaException, KafkaIngestError) as exc:
@@ -123,7 +147,47 @@ class TransactionalProducer:
         """Commit the open transaction. It flushes first: every delivery report of the batch is
         served before it returns. (The crash tests halt a worker here, its messages written and
         the transaction still open: tests/crash/planner_process.py.)"""
-        client.commit_transaction(max(0.0, deadline - time.monotonic()))
+        self._bounded(client.commit_transaction, max(0.0, deadline - time.monotonic()))
+
+    def _bounded(self, call: Callable[..., T], timeout_s: float, *args: Any) -> T:
+        """``call(*args, timeout_s)`` on a helper thread, waited for at most ``timeout_s`` and
+        :data:`CALL_GRACE_S`. One that overruns is given up: its client is dropped (a take-over
+        fences it), its thread left to end whenever it does (a daemon: it never holds the
+        process up), and a fatal, outcome-unknown :class:`KafkaUnavailable` raised."""
+        outcome: list[T] = []
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                outcome.append(call(*args, timeout_s))
+            except BaseException as exc:  # handed to the waiting thread
+                failure.append(exc)
+
+        name = getattr(call, "__name__", "call")
+        helper = threading.Thread(target=run, name=f"kafka-{name}", daemon=True)
+        helper.start()
+        helper.join(timeout_s + CALL_GRACE_S)
+        if failure:
+            raise failure[0]
+        if outcome:
+            return outcome[0]
+        logger.error(
+            "kafka[%s] %s: %s still blocked %.1fs past its %.1fs timeout: giving the client "
+            "up (a new one takes over and fences it)",
+            self._settings.bootstrap_servers,
+            self._transactional_id,
+            name,
+            CALL_GRACE_S,
+            timeout_s,
+        )
+        self._drop_client()
+        error = KafkaUnavailable(
+            f"{name} as {self._transactional_id} did not return within "
+            f"{timeout_s + CALL_GRACE_S:.1f}s",
+            fatal=True,
+        )
+        error.outcome_unknown = True
+        raise error
 
     def _abort(
         self,
@@ -140,7 +204,9 @@ class TransactionalProducer:
             error = delivery_failure(messages, deliveries.failures)
         if not error.fatal:
             try:
-                client.abort_transaction(self._timeout_s)
+                self._bounded(client.abort_transaction, self._timeout_s)
+            except KafkaIngestError:  # overran: the client is given up already
+                error.fatal = error.outcome_unknown = True
             except KafkaException as abort_exc:
                 # E.g. a commit that timed out is still in progress: the transaction's outcome
                 # is unknown, and only a new client (whose init settles it) can go on.
@@ -150,7 +216,7 @@ class TransactionalProducer:
                     self._transactional_id,
                     as_kafka_error(abort_exc, "aborting"),
                 )
-                error.fatal = True
+                error.fatal = error.outcome_unknown = True
         error.delivered = deliveries.delivered_prefix()
         if error.fatal:
             self._drop_client()
@@ -159,7 +225,8 @@ class TransactionalProducer:
     def _drop_client(self) -> None:
         """Discard an unusable client and what it still holds, so that none of it goes out
         later. Not ``close()``: that would try to abort the transaction, which such a client
-        cannot do; releasing the last reference destroys it."""
+        cannot do; releasing the last reference destroys it (a call still blocked in it holds
+        one until it returns, on a helper thread of its own that is left behind)."""
         client, self._client = self._client, None
         if client is not None:
             client.purge(in_queue=True, in_flight=True)

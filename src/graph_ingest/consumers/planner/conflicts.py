@@ -41,7 +41,7 @@ from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.consumer import Partition, RetryRead, TypedConsumer
-from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
+from graph_ingest.kafka.errors import ProducerFenced
 from graph_ingest.kafka.reader import read_at
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.producers.replans import (
@@ -132,6 +132,11 @@ class ConflictWatcher:
     def close(self) -> None:
         self._consumer.close()
 
+    def rewind_to_committed(self, timeout_s: float) -> dict[Partition, int]:
+        """Read the snapshots again from the committed offsets (after a take-over settled a
+        transaction of unknown outcome)."""
+        return self._consumer.rewind_to_committed(timeout_s)
+
     def step(self, producer: TransactionalProducer) -> bool:
         """Handle the snapshots that have arrived (none waited for); False if they could not be
         (they are read again next time)."""
@@ -178,10 +183,8 @@ class ConflictWatcher:
             firsts: dict[Partition, int] = {}
             for message in messages:
                 firsts.setdefault((message.topic, message.partition), message.offset)
-            self._consumer.rewind(firsts)
-            if isinstance(exc, KafkaIngestError) and exc.fatal:
-                producer.take_over()
-            return False
+            self._consumer.rewind(firsts)  # a producer that gave its client up: the worker
+            return False  # takes over and calls rewind_to_committed
         return True
 
     def _conflict(self, operation: Operation, batch: _Batch) -> None:

@@ -24,8 +24,9 @@ Per poll batch (``ingest.requests``, read_committed, offsets never committed by 
 
 If step 3 or 4 fails, the batch's partitions are rewound to its first requests and their documents
 forgotten by the planner (their plans were not published), and the batch is planned again after
-a backoff. PostgreSQL is written first: a plan's claim (and a DLQ index row) may exist without
-its event (an aborted transaction), never the event without the claim. A partition revoked from
+a backoff (if the producer gave its client up, once the transactional.id is taken over again:
+``consumers.planner.takeover``). PostgreSQL is written first: a plan's claim (and a DLQ index
+row) may exist without its event (an aborted transaction), never the event without the claim. A partition revoked from
 this worker makes the planner forget its documents: their next owner plans them from their
 committed state. SIGTERM (``stop``) ends the loop between batches.
 """
@@ -54,9 +55,10 @@ from graph_ingest.consumers.planner.handled import (
 )
 from graph_ingest.consumers.planner.planning_dlq import PlanningFailure, dead_letter_requests
 from graph_ingest.consumers.planner.requests import RequestMessage, decode_request_message
+from graph_ingest.consumers.planner.takeover import TakeOver, planner_producer
 from graph_ingest.consumers.runtime import RebalanceHooks, poll_timeout
 from graph_ingest.kafka.consumer import Partition, TypedConsumer
-from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
+from graph_ingest.kafka.errors import ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.planning.errors import ExtractionFailed
 from graph_ingest.planning.request_planner import PlannedRequest, RequestPlanner
@@ -91,15 +93,6 @@ class _Retrying:
     first_failure_at: datetime
 
 
-def planner_producer(settings: Settings) -> TransactionalProducer:
-    """The planner's transactional producer (transactional.id from ``settings.planner``)."""
-    return TransactionalProducer(
-        settings.kafka,
-        settings.planner.transactional_id,
-        timeout_s=settings.planner.transaction_timeout_s,
-    )
-
-
 class PlannerWorker:
     def __init__(
         self,
@@ -132,6 +125,11 @@ class PlannerWorker:
         self._conflicts = ConflictWatcher(settings, store, clock=clock)
         self._retrying: dict[tuple[str, int, int], _Retrying] = {}
         self._documents: dict[Partition, set[tuple[str, str]]] = {}
+        self._take_over = TakeOver(
+            self._producer,
+            (self._consumer, self._conflicts),
+            timeout_s=settings.planner.transaction_timeout_s,
+        )
         self._batch_backoff = Backoff(
             settings.planner.retry_initial_backoff_s, settings.planner.retry_max_backoff_s
         )
@@ -151,6 +149,9 @@ class PlannerWorker:
         )
         try:
             while not stop.is_set():
+                if self._take_over.due() and not self._take_over.settle():
+                    stop.wait(self._batch_backoff.failed())
+                    continue
                 timeout = poll_timeout(self._consumer, settings.poll_timeout_s)
                 batch = self._consumer.consume(
                     settings.batch_max_requests, timeout, settings.batch_linger_s
@@ -160,7 +161,8 @@ class PlannerWorker:
                 started = time.monotonic()
                 handled = self._plan_batch(batch)
                 published = not handled or self._publish(handled, started)
-                if not (self._conflicts.step(self._producer) and published):
+                stepped = self._producer.ready and self._conflicts.step(self._producer)
+                if not (stepped and published):
                     stop.wait(self._batch_backoff.delay())
         finally:
             self._conflicts.close()
@@ -381,8 +383,6 @@ class PlannerWorker:
         )
         self._consumer.rewind(firsts)
         self._planner.forget({key for item in handled if (key := item.message.document)})
-        if isinstance(exc, KafkaIngestError) and exc.fatal:
-            self._producer.take_over()
 
     # -- rebalances ------------------------------------------------------------------------
 
