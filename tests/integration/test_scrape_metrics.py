@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from graph_ingest.dlq.entries import entry_of
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.kafka.group_positions import GroupPositions
 from graph_ingest.observability.lag import ConsumerLag, GroupLag
 from graph_ingest.observability.store_gauges import STATUS_LABELS, StoreGauges, store_gauges
 from graph_ingest.schemas.messages import OutboxMessage
@@ -117,21 +118,31 @@ def test_the_lag_of_a_group_is_what_its_commits_and_its_topics_say(
     assert errors == {("graph_ingest_consumer_lag_errors_total", (("group", lag_group),)): 0}
 
 
+class Transactions:
+    """A transactional producer writing whole transactions (committed or aborted) to ``topic``."""
+
+    def __init__(self, settings: Settings, topic: str) -> None:
+        self.topic = topic
+        self._producer = Producer(
+            settings.kafka.producer_config(**{"transactional.id": f"lag-test-{uuid.uuid4().hex}"})
+        )
+        self._producer.init_transactions(30)
+
+    def write(self, partition: int, seconds: list[int], *, abort: bool = False) -> None:
+        """One transaction of messages timestamped ``T0_MS + s`` seconds, then its marker."""
+        producer = self._producer
+        producer.begin_transaction()
+        for s in seconds:
+            producer.produce(self.topic, b"x", partition=partition, timestamp=T0_MS + s * 1000)
+        producer.flush(30)  # written to the log before the abort (else the abort purges them)
+        (producer.abort_transaction if abort else producer.commit_transaction)(30)
+
+
 def test_transaction_markers_and_aborted_records_are_skipped_as_the_group_would(
     pipeline: Pipeline, lag_group: str
 ) -> None:
     settings, topic = pipeline.settings, pipeline.settings.topics.requests
-    producer = Producer(
-        settings.kafka.producer_config(**{"transactional.id": f"lag-test-{uuid.uuid4().hex}"})
-    )
-    producer.init_transactions(30)
-
-    def transaction(partition: int, seconds: list[int], *, abort: bool = False) -> None:
-        producer.begin_transaction()
-        for s in seconds:
-            producer.produce(topic, b"x", partition=partition, timestamp=T0_MS + s * 1000)
-        producer.flush(30)  # written to the log before the abort (else the abort purges them)
-        (producer.abort_transaction if abort else producer.commit_transaction)(30)
+    transaction = Transactions(settings, topic).write
 
     # Given partition 0: committed 0,1 (marker 2), aborted 3 (marker 4), committed 5 (marker 6),
     # the group committed at the aborted record; partition 1: committed 0 (marker 1), the group
@@ -154,6 +165,36 @@ def test_transaction_markers_and_aborted_records_are_skipped_as_the_group_would(
     assert before - (T0_MS / 1000 + 5) <= found["seconds", topic, 0] <= after - (T0_MS / 1000 + 5)
     assert (found["offsets", topic, 1], found["seconds", topic, 1]) == (0, 0)
     assert (found["offsets", topic, 2], found["seconds", topic, 2]) == (0, 0)  # empty partition
+
+
+def test_a_group_caught_up_on_transactions_is_read_in_well_under_a_second(
+    pipeline: Pipeline, lag_group: str
+) -> None:
+    settings, topic = pipeline.settings, pipeline.settings.topics.requests
+    partitions = settings.topics.request_partitions
+    # Given every partition ends with a committed transaction and the group committed at its
+    # marker (where a transactional consumer that caught up stands: the workers' steady state)
+    transactions = Transactions(settings, topic)
+    for partition in range(partitions):
+        transactions.write(partition, [partition])
+    commit(settings, lag_group, [TopicPartition(topic, p, 1) for p in range(partitions)])
+    positions = GroupPositions(settings.kafka, lag_group, [topic])
+    try:
+        # When it is read, cold then warm
+        took_s, found = [], []
+        for _ in range(3):
+            started = time.monotonic()
+            found.append(positions.read(timeout_s=10.0))
+            took_s.append(time.monotonic() - started)
+    finally:
+        positions.close()
+    # Then nothing waits (only markers are left), and each read answered at once: no fetch
+    # backoff while a marker sits in the fetch queue (librdkafka's fetch.queue.backoff.ms)
+    for positions_read in found:
+        assert [(p.partition, p.start, p.high, p.waiting_since) for p in positions_read] == [
+            (p, 1, 2, None) for p in range(partitions)
+        ]
+    assert max(took_s) < 0.5, took_s
 
 
 def test_kafka_unreachable_makes_a_scrape_answer_fast_with_an_error_and_no_lag(

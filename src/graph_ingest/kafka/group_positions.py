@@ -8,7 +8,8 @@ that never subscribes (it never joins the group, moves no partition, commits not
 transaction marker or an aborted record at the committed offset is skipped to the next message
 the group will really be given; a partition whose remainder is only markers reaches its end
 first, and nothing waits there. The message is read by assigning the lagging partitions at their
-committed offsets and consuming one message each, with fetches kept small; the partitions are
+committed offsets and consuming one message each, with fetches kept small and never held back
+(a marker alone answers in tens of milliseconds, see ``_LIGHT_FETCHES``); the partitions are
 unassigned afterwards. Every call is bounded by one timeout, and a Kafka outage raises our
 ``KafkaIngestError`` (the consumer stays and librdkafka reconnects it for the next read).
 """
@@ -39,7 +40,14 @@ _LIGHT_FETCHES = {
     "queued.min.messages": 1,
     "queued.max.messages.kbytes": 1024,
     "max.partition.fetch.bytes": 65536,  # a larger first message still comes whole (KIP-74)
-    "fetch.wait.max.ms": 100,
+    # A partition whose remainder is a transaction marker (a group caught up on transactional
+    # topics: the planner's and projector's steady state) is answered by two fetches: the
+    # marker, then the end. The marker sits in the fetch queue as one queued message, past
+    # queued.min.messages, and librdkafka holds the partition's next fetch for
+    # fetch.queue.backoff.ms (1 s by default): 1-3 s per read. Kept short, as is the broker's
+    # wait on the empty fetch that reports the end, a read takes tens of milliseconds.
+    "fetch.queue.backoff.ms": 10,
+    "fetch.wait.max.ms": 10,
 }
 
 
