@@ -71,8 +71,16 @@ def test_rows_come_oldest_first_and_are_marked_once(
     rows = feed.unpublished(3)
 
     assert [row.operation_id for row in rows] == ["op-0", "op-1", "op-2"]
+    assert rows[0].created_at is not None  # (the relay's publish latency starts there)
     assert rows[0] == OutboxRow(
-        rows[0].id, "t.ops", b"op-0", b"value 0", {"stage": "PREPARED"}, "op-0", 0
+        rows[0].id,
+        "t.ops",
+        b"op-0",
+        b"value 0",
+        {"stage": "PREPARED"},
+        "op-0",
+        0,
+        created_at=rows[0].created_at,
     )
     assert [row.id for row in rows] == sorted(row.id for row in rows)
     ids = [row.id for row in rows]

@@ -27,7 +27,7 @@ from graph_ingest.api.dlq_models import (
     ReplayItemView,
     ReplayRequest,
 )
-from graph_ingest.api.params import Cursor, DlqId, OlderThan, aware, text_filter
+from graph_ingest.api.params import Cursor, DlqId, Moment, OlderThan, aware, text_filter
 from graph_ingest.api.services import ApiServices, services_of
 from graph_ingest.dlq import views
 from graph_ingest.domain.dlq import DlqStatus
@@ -72,10 +72,10 @@ def messages(
     space: Annotated[str | None, text_filter("only entries of documents in this space")] = None,
     document: Annotated[str | None, text_filter("only entries of this document id")] = None,
     since: Annotated[
-        datetime | None, Query(alias="from", description="dead-lettered at or after this time")
+        Moment | None, Query(alias="from", description="dead-lettered at or after this time")
     ] = None,
     until: Annotated[
-        datetime | None, Query(alias="to", description="dead-lettered before this time")
+        Moment | None, Query(alias="to", description="dead-lettered before this time")
     ] = None,
     older_than: OlderThan = None,
     cursor: Cursor = None,

@@ -4,10 +4,12 @@ error; and the schema says so exactly (schemathesis holds the routes to it)."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Path, Query
+from pydantic import BeforeValidator
 
 from graph_ingest.api.errors import ApiError
 from graph_ingest.domain.limits import MAX_ID_LENGTH
@@ -67,6 +69,19 @@ TaskId = Annotated[
 ]
 
 
+def _not_a_number(value: object) -> object:
+    """Refuse a bare number: pydantic would read it as a Unix time, the schema says date-time."""
+    if isinstance(value, str) and re.fullmatch(
+        r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", value
+    ):
+        raise ValueError("a time with a timezone, e.g. 2026-12-01T09:30:00Z, not a number")
+    return value
+
+
+Moment = Annotated[datetime, BeforeValidator(_not_a_number)]
+"""A time in a query parameter: ISO 8601 only (the OpenAPI format date-time)."""
+
+
 def aware(moment: datetime | None, name: str) -> datetime | None:
     """``moment`` when it has a timezone (or is None); else a 400 naming parameter ``name``."""
     if moment is not None and moment.tzinfo is None:
@@ -81,6 +96,7 @@ __all__ = [
     "MAX_AGE_S",
     "Cursor",
     "DlqId",
+    "Moment",
     "OlderThan",
     "OperationId",
     "TaskId",

@@ -14,7 +14,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from graph_ingest.api.errors import ApiError
-from graph_ingest.api.params import path_id
+from graph_ingest.api.params import Moment, path_id
 from graph_ingest.api.services import ApiServices, services_of
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.projections.document_fold import DocumentView
@@ -74,8 +74,8 @@ def document(
 @router.get("/errors/report", tags=["errors"], response_model=ErrorsReportView)
 def errors_report(
     services: Services,
-    start: Annotated[datetime, Query(alias="from", description="from, with a timezone")],
-    end: Annotated[datetime, Query(alias="to", description="up to, not included")],
+    start: Annotated[Moment, Query(alias="from", description="from, with a timezone")],
+    end: Annotated[Moment, Query(alias="to", description="up to, not included")],
 ) -> Response:
     """Every failure between ``from`` and ``to`` (a failed attempt, a dead-lettering or a
     conflict, each counted once; a parking is none) grouped by code and error class: counts, the

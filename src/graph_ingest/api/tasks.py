@@ -9,14 +9,13 @@ ids) and a task with 202, its id and a ``Location`` to follow it; a second task 
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
 from graph_ingest.api.auth import Caller
-from graph_ingest.api.params import TaskId, aware
+from graph_ingest.api.params import Moment, TaskId, aware
 from graph_ingest.api.services import ApiServices, services_of
 from graph_ingest.api.task_models import (
     AuditList,
@@ -108,7 +107,7 @@ def cancel(
 @router.get("/audit", tags=["audit"], response_model=AuditList)
 def audit(
     services: Services,
-    since: Annotated[datetime | None, Query(description="at or after this time")] = None,
+    since: Annotated[Moment | None, Query(description="at or after this time")] = None,
     action: Annotated[AuditAction | None, Query(description="only this action")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="the newest this many")] = 100,
 ) -> JSONResponse:

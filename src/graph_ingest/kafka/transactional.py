@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.errors import KafkaIngestError, KafkaUnavailable
@@ -68,6 +68,7 @@ class TransactionalProducer:
         self._timeout_s = timeout_s
         self._overrides = overrides
         self._client: Producer | None = None
+        self._initialising: Producer | None = None
 
     @property
     def transactional_id(self) -> str:
@@ -90,14 +91,24 @@ class TransactionalProducer:
 
         A client can initialise transactions once only, and initialising is what fences, so
         every take-over needs a new client. Call it only while entitled to write under this id.
+        An initialisation that timed out is resumed with the same client on the next call (as
+        librdkafka asks): a new client's request would race the first one's, still in flight,
+        and the later of the two would fence the client that won.
         """
-        self.close()
-        client = new_client(self._settings, self.config)
+        client = self._initialising
+        if client is None:
+            self.close()
+            client = new_client(self._settings, self.config)
+        self._initialising = None
         self._client = client
         try:
             self._bounded(client.init_transactions, self._timeout_s)
         except KafkaException as exc:
-            self._drop_client()
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.retriable():
+                self._client, self._initialising = None, client
+            else:
+                self._drop_client()
             raise as_kafka_error(
                 exc, f"initialising transactions as {self._transactional_id}"
             ) from exc

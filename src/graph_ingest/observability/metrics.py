@@ -185,7 +185,8 @@ class PipelineMetrics(LoopSubscriber):
     def breaker_forced(self, event: BreakerForced) -> None:
         if self._applier is None:
             return
-        mode = FORCED_MODES[event.control.mode] if event.control is not None else None
+        # (AUTOMATIC: released, no forced mode)
+        mode = FORCED_MODES.get(event.control.mode) if event.control is not None else None
         for value in FORCED_MODES.values():
             self._applier.breaker_forced.labels(dependency=event.dependency, mode=value).set(
                 1 if value == mode else 0
