@@ -44,6 +44,7 @@ def isolated(base: Settings, *, kafka: bool = True, **applier: Any) -> Iterator[
         update={
             "topics": base.topics.model_copy(
                 update={
+                    "requests": f"bench.{tag}.requests",
                     "plans": f"bench.{tag}.plans",
                     "operations": f"bench.{tag}.operations",
                     "degradation": f"bench.{tag}.degradation",
@@ -51,6 +52,7 @@ def isolated(base: Settings, *, kafka: bool = True, **applier: Any) -> Iterator[
             ),
             "postgres": base.postgres.model_copy(update={"schema_name": f"bench_{tag}"}),
             "applier": base.applier.model_copy(update={"group_id": f"bench.{tag}", **applier}),
+            "planner": base.planner.model_copy(update={"group_id": f"bench.{tag}.planner"}),
             "projector": base.projector.model_copy(update={"group_id": f"bench.{tag}.projector"}),
         }
     )

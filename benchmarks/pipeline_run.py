@@ -36,6 +36,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
+from cpu import WORKERS, CpuGroups, CpuWindow, stack_pids
 from isolation import check_completed, check_graph, isolated, schema_bytes, sql
 from results import PACED, PIPELINE_1, PIPELINE_2, Run, percentiles
 from workloads import Workload
@@ -83,9 +84,13 @@ class CompletedEvents:
 
     def _read(self) -> None:
         while not self._stop.is_set():
-            messages = self._consumer.consume(num_messages=1000, timeout=0.1)
+            # poll() returns as soon as one message is there (consume() would wait out its
+            # timeout for a full batch, adding up to that much to every latency read here)
+            first = self._consumer.poll(0.1)
+            if first is None:
+                continue
             now = time.time()
-            for message in messages:
+            for message in [first, *self._consumer.consume(num_messages=1000, timeout=0)]:
                 headers = headers_of(message)
                 if message.error() is None and COMPLETED in headers:
                     operation = kafka_headers.header_text(headers, kafka_headers.OPERATION_ID)
@@ -144,23 +149,35 @@ def applier_processes(
     """``count`` appliers (``worker_processes``), once they share every plans partition; yields
     their pids."""
     with worker_processes(settings, "applier", count, logs, **env) as processes:
-        wait_for_group(settings, processes)
+        wait_for_group(
+            settings,
+            processes,
+            settings.applier.group_id,
+            settings.topics.plans,
+            settings.topics.plan_partitions,
+        )
         yield [p.pid for p in processes]
 
 
-def wait_for_group(settings: Settings, processes: Sequence[subprocess.Popen[bytes]]) -> None:
-    """Until the group is stable with one member per process and every plans partition taken."""
+def wait_for_group(
+    settings: Settings,
+    processes: Sequence[subprocess.Popen[bytes]],
+    group: str,
+    topic: str,
+    partitions: int,
+) -> None:
+    """Until ``group`` is stable with one member per process and each of ``topic``'s
+    ``partitions`` taken."""
     config: dict[str, Any] = {
         **settings.kafka.common_config(),
         "logger": logging.getLogger("kafka"),
     }
     admin = AdminClient(config)
-    group, plans = settings.applier.group_id, settings.topics.plans
 
     def ready() -> bool:
         dead = [p.args for p in processes if p.poll() is not None]
         if dead:
-            raise RuntimeError(f"an applier process exited early: {dead}")
+            raise RuntimeError(f"a worker process exited early: {dead}")
         try:
             description = admin.describe_consumer_groups([group], request_timeout=5)[group].result()
         except KafkaException:  # no coordinator yet (a new group, a new cluster)
@@ -169,15 +186,15 @@ def wait_for_group(settings: Settings, processes: Sequence[subprocess.Popen[byte
             tp.partition
             for member in description.members
             for tp in member.assignment.topic_partitions
-            if tp.topic == plans
+            if tp.topic == topic
         }
         return (
             description.state == ConsumerGroupState.STABLE
             and len(description.members) == len(processes)
-            and len(taken) == settings.topics.plan_partitions
+            and len(taken) == partitions
         )
 
-    wait_until(ready, timeout_s=120, interval_s=0.2, what=f"{len(processes)} appliers in {group}")
+    wait_until(ready, timeout_s=120, interval_s=0.2, what=f"{len(processes)} members of {group}")
 
 
 def peak_rss(pid: int) -> int:
@@ -259,15 +276,25 @@ def check_run(settings: Settings, workload: Workload) -> None:
 
 
 def pipeline(
-    base: Settings, workload: Workload, *, appliers: int, logs: Path, rate: float | None = None
+    base: Settings,
+    workload: Workload,
+    *,
+    appliers: int,
+    logs: Path,
+    rate: float | None = None,
+    latency_method: str = PACED,
 ) -> Run:
     """One run: ``appliers`` processes; the measured plans published at once, or at ``rate``
-    plans/s (then the run reports publish→COMPLETED latency percentiles)."""
+    plans/s (then the run, named ``latency_method``, reports publish→COMPLETED latency
+    percentiles: to the stage in PostgreSQL, and to its event read from the operations topic)."""
     with isolated(base) as settings:
         measured = [p.operation_id for p in workload.plans]
         with running(settings, workload, appliers=appliers, logs=logs) as run:
             before = schema_bytes(settings)
+            window = CpuWindow(CpuGroups({WORKERS: run.applier_pids, **stack_pids(settings)}))
+            window.start()
             sent, last_event = run.publish(workload, rate)
+            window.stop()
             rss = max(peak_rss(pid) for pid in run.applier_pids)
         completed = completed_at(settings)
         growth = schema_bytes(settings) - before
@@ -275,13 +302,18 @@ def pipeline(
     first = min(sent.values())
     last = max(last_event, *(completed[op] for op in measured))
     latency = [(completed[op] - sent[op]) * 1000 for op in measured]
+    event_latency = [(run.events.seen[op] - sent[op]) * 1000 for op in measured]
     return Run.of(
         workload,
-        PACED if rate is not None else PIPELINE_1 if appliers == 1 else PIPELINE_2,
+        latency_method if rate is not None else PIPELINE_1 if appliers == 1 else PIPELINE_2,
         last - first,
         peak_rss_bytes=rss,
         pg_bytes_per_plan=growth / len(workload.plans),
         latency_ms=percentiles(latency) if rate is not None else None,
         paced_plans_per_s=rate,
-        details={"appliers": appliers},
+        cpu_s=window.spent,
+        details={
+            "appliers": appliers,
+            "event_latency_ms": percentiles(event_latency) if rate is not None else None,
+        },
     )

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from results import CEILING, METHODS, PACED, PIPELINE_1, SEED_STYLE, Run
+from cpu import CLIENT, KAFKA, NEO4J, POSTGRES, STACK_SERVICES, WORKERS
+from idle import IdleCost
+from results import CEILING, LATENCY_METHODS, METHODS, PACED, PIPELINE_1, SEED_STYLE, Run
 
 log = logging.getLogger("throughput")
 
@@ -54,6 +56,51 @@ def table(runs: Sequence[Run]) -> str:
     lines = [HEADER]
     lines += [row(run, by_method(runs, run.workload)) for run in rows(runs)]
     return "\n".join(lines)
+
+
+CPU_GROUPS = (CLIENT, WORKERS, KAFKA, NEO4J, POSTGRES)
+CPU_HEADER = (
+    f"{'workload':<12} {'method':<20} "
+    + " ".join(f"{g:>8}" for g in CPU_GROUPS)
+    + f" {'total':>8} {'efficiency':>10}  {'event p50/p95/p99 ms':<22}"
+)
+
+
+def cpu_row(run: Run, ceiling: Run | None) -> str:
+    per_plan = run.cpu_ms_per_plan or {}
+    groups = " ".join(f"{per_plan[g]:>8.3f}" if g in per_plan else f"{'-':>8}" for g in CPU_GROUPS)
+    total = per_plan.get("total")
+    ceiling_total = (ceiling.cpu_ms_per_plan or {}).get("total") if ceiling else None
+    efficiency = f"{ceiling_total / total:.2f}" if total and ceiling_total else "-"
+    events = run.details.get("event_latency_ms")
+    latency = f"{events['p50']:.0f}/{events['p95']:.0f}/{events['p99']:.0f}" if events else "-"
+    return (
+        f"{run.workload:<12} {run.method:<20} {groups} "
+        f"{total if total is not None else 0:>8.3f} {efficiency:>10}  {latency:<22}"
+    )
+
+
+def cpu_table(runs: Sequence[Run]) -> str:
+    """CPU ms per plan of every process group (``cpu.py``), and efficiency = the ceiling's total
+    ÷ the run's; the latency runs add their publish→COMPLETED-event percentiles."""
+    lines = ["CPU ms per plan, summed over each group's processes", CPU_HEADER]
+    for workload in dict.fromkeys(r.workload for r in runs):
+        methods = by_method(runs, workload)
+        for method in (*METHODS, *LATENCY_METHODS):
+            if method in methods:
+                lines.append(cpu_row(methods[method], methods.get(CEILING)))
+    return "\n".join(lines)
+
+
+def idle_table(idle: IdleCost) -> str:
+    """% of one core each process spent with nothing to do."""
+    shares = idle.percent_of_a_core
+    workers = sum(v for g, v in shares.items() if g not in STACK_SERVICES)
+    cells = ", ".join(f"{g} {v:.2f} %" for g, v in shares.items())
+    return (
+        f"idle pipeline over {idle.seconds:.0f} s, % of one core: {cells}; "
+        f"workers together {workers:.2f} %"
+    )
 
 
 def machine() -> dict[str, Any]:

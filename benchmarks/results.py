@@ -13,7 +13,10 @@ PIPELINE_1 = "pipeline x1"
 PIPELINE_2 = "pipeline x2"
 PACED = "pipeline x1 paced"
 """One applier with the producer paced at half the x1 rate: for latency, not for throughput."""
+TRICKLE = "pipeline x1 trickle"
+"""One applier, plans published one at a time at ``TRICKLE_PLANS_PER_S``: a lone plan's latency."""
 METHODS = (CEILING, SEED_STYLE, PIPELINE_1, PIPELINE_2)
+LATENCY_METHODS = (TRICKLE, PACED)
 
 
 @dataclass
@@ -29,6 +32,8 @@ class Run:
     latency_ms: dict[str, float] | None = None
     """p50/p95/p99 publish→COMPLETED with the producer paced at ``paced_plans_per_s``."""
     paced_plans_per_s: float | None = None
+    cpu_s: dict[str, float] | None = None
+    """CPU seconds of each process group over the run's window (``cpu.py``)."""
     details: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -46,6 +51,14 @@ class Run:
     def elements_per_s(self) -> float:
         return self.elements / self.seconds
 
+    @property
+    def cpu_ms_per_plan(self) -> dict[str, float] | None:
+        """Each group's CPU per measured plan, and their ``total``."""
+        if self.cpu_s is None:
+            return None
+        per_plan = {g: s * 1000 / self.plans for g, s in self.cpu_s.items()}
+        return {**per_plan, "total": sum(per_plan.values())}
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "workload": self.workload,
@@ -59,6 +72,8 @@ class Run:
             "pg_bytes_per_plan": self.pg_bytes_per_plan,
             "latency_ms": self.latency_ms,
             "paced_plans_per_s": self.paced_plans_per_s,
+            "cpu_s": self.cpu_s,
+            "cpu_ms_per_plan": self.cpu_ms_per_plan,
             **self.details,
         }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from cpu import NEO4J, POSTGRES, CpuGroups, CpuWindow, stack_pids
 from isolation import check_completed, check_graph, isolated, schema_bytes
 from results import SEED_STYLE, Run
 from workloads import Workload
@@ -44,10 +45,19 @@ def seed_style(base: Settings, workload: Workload) -> Run:
             applier = build_applier(settings, store, graph)
             apply_one_by_one(applier, workload, (*workload.warmup, *workload.setup))
             before = schema_bytes(settings)
+            window = CpuWindow(CpuGroups(stack_pids(settings, [NEO4J, POSTGRES]), client=True))
+            window.start()
             started_at = time.perf_counter()
             apply_one_by_one(applier, workload, workload.plans)
             seconds = time.perf_counter() - started_at
+            window.stop()
         growth = schema_bytes(settings) - before
         check_completed(settings, workload.applied)
         check_graph(settings, workload.graph.node_label, workload.applied)
-    return Run.of(workload, SEED_STYLE, seconds, pg_bytes_per_plan=growth / len(workload.plans))
+    return Run.of(
+        workload,
+        SEED_STYLE,
+        seconds,
+        pg_bytes_per_plan=growth / len(workload.plans),
+        cpu_s=window.spent,
+    )

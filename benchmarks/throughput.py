@@ -38,10 +38,11 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ceiling import ceiling, rust_extension
+from idle import idle_cost
 from isolation import bench_stack, graph_label, wipe_label
 from pipeline_run import pipeline
-from report import table, write_chart, write_json
-from results import Run
+from report import cpu_table, idle_table, table, write_chart, write_json
+from results import TRICKLE, Run
 from seed_style import seed_style
 from workloads import Workload, build
 
@@ -55,6 +56,11 @@ DEFAULT_PLANS = {"small": 1000, "large": 20, "hot": 1000, "updates": 1000, "scal
 QUICK_PLANS = {"small": 30, "large": 2, "hot": 30, "updates": 20, "scale": 100}
 LATENCY_SECONDS = 30.0
 LATENCY_MIN_PLANS = 100
+# The trickle: plans one at a time, at most this rate (a quarter of the backlog rate if lower)
+TRICKLE_PLANS_PER_S = 20.0
+TRICKLE_SECONDS = 15.0
+IDLE_SECONDS = 20.0
+QUICK_IDLE_SECONDS = 2.0
 
 
 def cases(kind: str, count: int) -> list[tuple[str, int]]:
@@ -64,7 +70,9 @@ def cases(kind: str, count: int) -> list[tuple[str, int]]:
     return [(kind, count)]
 
 
-def measure(base: Settings, workload: Workload, *, quick: bool, logs: Path) -> list[Run]:
+def measure(
+    base: Settings, workload: Workload, *, quick: bool, logs: Path, paced_plans: int | None
+) -> list[Run]:
     """Every way on ``workload``; its label is emptied after each run."""
     label = workload.graph.node_label
     runs: list[Run] = []
@@ -85,8 +93,20 @@ def measure(base: Settings, workload: Workload, *, quick: bool, logs: Path) -> l
     done(seed_style(base, workload))
     one = done(pipeline(base, workload, appliers=1, logs=logs))
     done(pipeline(base, workload, appliers=2, logs=logs))
+    trickle = min(TRICKLE_PLANS_PER_S, one.plans_per_s / 4)
+    count = max(LATENCY_MIN_PLANS, round(trickle * TRICKLE_SECONDS))
+    done(
+        pipeline(
+            base,
+            workload.prefix(count),
+            appliers=1,
+            logs=logs,
+            rate=trickle,
+            latency_method=TRICKLE,
+        )
+    )
     rate = one.plans_per_s / 2
-    count = max(LATENCY_MIN_PLANS, round(rate * LATENCY_SECONDS))
+    count = paced_plans or max(LATENCY_MIN_PLANS, round(rate * LATENCY_SECONDS))
     done(pipeline(base, workload.prefix(count), appliers=1, logs=logs, rate=rate))
     return runs
 
@@ -98,6 +118,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workload", choices=[*WORKLOADS, "all"], default="all")
     parser.add_argument("--plans", type=int, help="plans of each workload chosen (N of scale)")
     parser.add_argument("--quick", action="store_true", help="small counts; checks only")
+    parser.add_argument(
+        "--paced-plans",
+        type=int,
+        help="plans of the half-load run (default: 30 s of them): e.g. 10000 to look for stalls",
+    )
     parser.add_argument("--out", type=Path, default=Path("build/bench"))
     args = parser.parse_args(argv)
     base = bench_stack()
@@ -112,8 +137,21 @@ def main(argv: list[str] | None = None) -> None:
             label = f"Bench_{name}_{count}_{tag}"
             workload = build(name, count, GraphOptions(node_label=label))
             with graph_label(base, label):
-                runs += measure(base, workload, quick=args.quick, logs=args.out / "logs")
+                runs += measure(
+                    base,
+                    workload,
+                    quick=args.quick,
+                    logs=args.out / "logs",
+                    paced_plans=args.paced_plans,
+                )
+    idle = idle_cost(
+        base, QUICK_IDLE_SECONDS if args.quick else IDLE_SECONDS, logs=args.out / "logs"
+    )
     print(table(runs))
+    print()
+    print(cpu_table(runs))
+    print()
+    print(idle_table(idle))
     meta = {
         "command": " ".join(["python", "benchmarks/throughput.py", *(argv or sys.argv[1:])]),
         "started_at": started,
@@ -121,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         "neo4j_driver": version("neo4j"),
         "neo4j_rust_ext": rust_extension(),
         "batch_max_plans": base.applier.batch_max_plans,
+        "idle": idle.as_dict(),
     }
     write_json(args.out / "throughput.json", runs, meta)
     charted = write_chart(args.out / "throughput.png", runs)

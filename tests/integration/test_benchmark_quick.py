@@ -19,7 +19,22 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS = {"small", "large", "hot", "updates"}
-METHODS = {"ceiling", "seed-style", "pipeline x1", "pipeline x2", "pipeline x1 paced"}
+METHODS = {
+    "ceiling",
+    "seed-style",
+    "pipeline x1",
+    "pipeline x2",
+    "pipeline x1 trickle",
+    "pipeline x1 paced",
+}
+STACK_GROUPS = {"kafka", "neo4j", "postgres"}
+# Whose CPU each way counts: its own client, or the worker processes, and the services it uses
+CPU_GROUPS = {
+    "ceiling": {"client", "neo4j"},
+    "seed-style": {"client", "neo4j", "postgres"},
+    **{m: {"workers", *STACK_GROUPS} for m in METHODS if m.startswith("pipeline")},
+}
+IDLE_GROUPS = {"applier", "planner", "projector", *STACK_GROUPS}
 
 
 def test_the_quick_benchmark_applies_every_workload_every_way_exactly(
@@ -42,7 +57,19 @@ def test_the_quick_benchmark_applies_every_workload_every_way_exactly(
     workloads = {w for w, _ in runs}
     assert workloads - WORKLOADS == {"scale-2", "scale-20", "scale-100"}
     assert runs == {(w, m) for w in workloads for m in METHODS}
-    # and printed the table, and drew the chart where matplotlib (the bench extra) is installed
+    # and counted the CPU of every process group of every run, whose total is some CPU
+    for run in report["runs"]:
+        spent = run["cpu_s"]
+        assert set(spent) == CPU_GROUPS[run["method"]], run
+        assert all(isinstance(s, float) and s >= 0 for s in spent.values()), run
+        assert sum(spent.values()) > 0, run
+        assert run["cpu_ms_per_plan"]["total"] > 0, run
+    # and the idle pipeline's, for each worker and service
+    idle = report["idle"]
+    assert set(idle["cpu_s"]) == IDLE_GROUPS
+    assert idle["seconds"] > 0 and all(s >= 0 for s in idle["cpu_s"].values())
+    # and printed the tables, and drew the chart where matplotlib (the bench extra) is installed
     assert "pipeline x2" in result.stdout
+    assert "efficiency" in result.stdout and "idle pipeline" in result.stdout
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "throughput.png").stat().st_size > 0

@@ -1,0 +1,142 @@
+"""CPU time of process groups over a window, read from /proc: what a run costs every process that
+works for it, not only the one that is timed.
+
+A group is a set of root pids (the appliers; Kafka; Neo4j; PostgreSQL's postmaster). A root's CPU
+is its own user + system time, its reaped children's (cutime + cstime: PostgreSQL's backends that
+ended, a JVM's helpers) and every live descendant's, read the same way. A descendant that ends
+inside the window moves from "live" to its parent's cutime, so the sum stays whole. The benchmark
+process counts itself through ``resource`` (its own threads only run the measured client).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from graph_ingest.settings import Settings
+from graph_ingest.stack.manager import LocalStack
+
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+WORKERS = "workers"
+CLIENT = "client"
+KAFKA = "kafka"
+NEO4J = "neo4j"
+POSTGRES = "postgres"
+STACK_SERVICES = (KAFKA, NEO4J, POSTGRES)
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (state is [0]); None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def _children_by_parent() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields is not None:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    return children
+
+
+def _own_and_reaped_s(pid: int) -> float:
+    """utime + stime + cutime + cstime of ``pid`` (0 once it is gone)."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return 0.0
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / TICKS_PER_S
+
+
+def tree_cpu_s(root: int, children: Mapping[int, list[int]]) -> float:
+    """CPU seconds of ``root``, its reaped children and its live descendants."""
+    total, pending = 0.0, [root]
+    while pending:
+        pid = pending.pop()
+        total += _own_and_reaped_s(pid)
+        pending.extend(children.get(pid, ()))
+    return total
+
+
+def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
+    """Each live thread of ``pid``: its name (comm) and CPU seconds, by thread id."""
+    threads: dict[int, tuple[str, float]] = {}
+    for entry in os.scandir(f"/proc/{pid}/task"):
+        try:
+            text = Path(entry.path, "stat").read_text(encoding="ascii", errors="replace")
+        except FileNotFoundError:
+            continue
+        fields = text.rsplit(")", 1)[1].split()
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        threads[int(entry.name)] = name, (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+    return threads
+
+
+def _self_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass(frozen=True)
+class CpuReading:
+    """CPU seconds of each group at one moment."""
+
+    seconds: dict[str, float]
+
+    def __sub__(self, earlier: CpuReading) -> dict[str, float]:
+        return {g: self.seconds[g] - earlier.seconds.get(g, 0.0) for g in self.seconds}
+
+
+class CpuGroups:
+    """Named groups of root pids, read together; ``client`` is this process when asked for."""
+
+    def __init__(self, groups: Mapping[str, Iterable[int]], *, client: bool = False) -> None:
+        self._groups = {name: tuple(pids) for name, pids in groups.items()}
+        self._client = client
+
+    def read(self) -> CpuReading:
+        children = _children_by_parent()
+        seconds = {
+            name: sum(tree_cpu_s(pid, children) for pid in pids)
+            for name, pids in self._groups.items()
+        }
+        if self._client:
+            seconds[CLIENT] = _self_cpu_s()
+        return CpuReading(seconds)
+
+
+def stack_pids(settings: Settings, names: Iterable[str] = STACK_SERVICES) -> dict[str, list[int]]:
+    """The running stack's service pids by group; a service that is not running is an error."""
+    status = LocalStack(settings).status()
+    pids: dict[str, list[int]] = {}
+    for name in names:
+        pid = status.service(name).pid
+        if pid is None:
+            raise RuntimeError(f"{name} of the stack is not running: no CPU to read")
+        pids[name] = [pid]
+    return pids
+
+
+class CpuWindow:
+    """CPU seconds each group spent between ``start()`` and ``stop()``."""
+
+    def __init__(self, groups: CpuGroups) -> None:
+        self._groups = groups
+        self._start: CpuReading | None = None
+        self.spent: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._start = self._groups.read()
+
+    def stop(self) -> dict[str, float]:
+        if self._start is None:
+            raise RuntimeError("CpuWindow.stop() before start()")
+        self.spent = self._groups.read() - self._start
+        return self.spent
