@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings.postgres import PostgresSettings
+from graph_ingest.store.migrate import migrate
 from graph_ingest.store.outbox import OutboxRow
 from graph_ingest.store.postgres.outbox import PostgresOutboxFeed
 from graph_ingest.store.postgres.store import PostgresOperationStore
-from tests.integration.test_postgres_store import pg, store
+from graph_ingest.waiting import wait_until
+from tests.integration.test_postgres_store import TOPIC, encode, pg, store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 __all__ = ["pg", "store"]  # the fixtures of test_postgres_store: a schema of each test's own
@@ -57,7 +61,8 @@ def test_one_session_holds_the_relay_lock_until_it_closes(
 
     first.close()
     assert not first.is_open
-    assert second.try_lock(LOCK_KEY)
+    # the server ends the closed session (and frees its lock) a moment after the client
+    wait_until(lambda: second.try_lock(LOCK_KEY), timeout_s=10, what="the lock freed")
 
 
 def test_rows_come_oldest_first_and_are_marked_once(
@@ -96,3 +101,55 @@ def test_a_call_on_a_closed_feed_raises_our_error(
     feed, _ = feeds
     with pytest.raises(GraphIngestError, match="not open"):
         feed.unpublished(1)
+
+
+def test_a_commit_of_outbox_rows_wakes_a_waiting_feed_of_its_schema(
+    pg: PostgresSettings, store: PostgresOperationStore
+) -> None:
+    feed = PostgresOutboxFeed(pg)
+    feed.open()
+    try:
+        # Given nothing new, a wait runs out its time and says so
+        assert feed.wait_for_rows(0.2) is False
+        # When rows are committed by another session
+        enqueue(store, 3)
+        # Then the waiting feed is told, well before a long timeout would end
+        started = time.monotonic()
+        assert feed.wait_for_rows(30.0) is True
+        assert time.monotonic() - started < 10.0
+        assert [row.sequence for row in feed.unpublished(10)] == [0, 1, 2]
+    finally:
+        feed.close()
+
+
+def test_rows_of_another_schema_do_not_wake_the_feed(pg: PostgresSettings) -> None:
+    other = pg.model_copy(update={"schema_name": f"{pg.schema_name}_other"})
+    migrate(other)
+    feed = PostgresOutboxFeed(pg)
+    feed.open()
+    try:
+        elsewhere = PostgresOperationStore(other, event_encoder=encode, operations_topic=TOPIC)
+        elsewhere.start()
+        try:
+            enqueue(elsewhere, 2)
+        finally:
+            elsewhere.close()
+        assert feed.wait_for_rows(1.0) is False
+    finally:
+        feed.close()
+        with psycopg.connect(pg.conninfo(), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{other.schema_name}" CASCADE')
+
+
+def test_an_uncommitted_insert_wakes_no_one(
+    pg: PostgresSettings, store: PostgresOperationStore
+) -> None:
+    feed = PostgresOutboxFeed(pg)
+    feed.open()
+    try:
+        with pytest.raises(RuntimeError), store.unit_of_work() as uow:
+            uow.enqueue([OutboxMessage(topic="t.ops", key=b"k", value=b"v", headers={})])
+            raise RuntimeError("rolled back")
+        assert feed.wait_for_rows(1.0) is False
+    finally:
+        feed.close()

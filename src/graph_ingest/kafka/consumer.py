@@ -56,6 +56,9 @@ client_log = logging.getLogger(KAFKA_CLIENT_LOGGER)
 Partition = tuple[str, int]
 # The log record attribute of a retry-tier message's delivery: seconds after it was due.
 TIER_LATENESS = "tier_lateness_s"
+# A batch lingers for more messages only while they keep coming: a trickle is not held back for
+# the whole linger (librdkafka's consume waits out its timeout unless the batch fills).
+LINGER_GAP_S = 0.005
 RevokeHandler = Callable[[set[Partition]], None]
 AssignHandler = Callable[[frozenset[Partition]], None]
 # Where to start reading newly assigned partitions, when the worker keeps its positions itself
@@ -173,7 +176,8 @@ class TypedConsumer(Generic[M]):
 
     def consume(self, max_messages: int, timeout_s: float, linger_s: float = 0.0) -> list[M]:
         """Up to ``max_messages`` decoded messages: wait ``timeout_s`` for the first, then up to
-        ``linger_s`` more for the rest. Rebalance callbacks run inside this call."""
+        ``linger_s`` more for the rest while they keep coming (a pause of ``LINGER_GAP_S`` ends
+        the batch). Rebalance callbacks run inside this call."""
         return [self.decode(usable) for usable in self.fetch(max_messages, timeout_s, linger_s)]
 
     def decode(self, usable: Usable) -> M:
@@ -195,7 +199,9 @@ class TypedConsumer(Generic[M]):
             raw.extend(consumer.consume(num_messages=max_messages - 1, timeout=0))
         deadline = time.monotonic() + linger_s
         while raw and len(raw) < max_messages and (remaining := deadline - time.monotonic()) > 0:
-            more = consumer.consume(num_messages=max_messages - len(raw), timeout=remaining)
+            more = consumer.consume(
+                num_messages=max_messages - len(raw), timeout=min(remaining, LINGER_GAP_S)
+            )
             if not more:
                 break
             raw.extend(more)

@@ -21,6 +21,9 @@ Algorithm (at-least-once, never skips, never reorders within a key):
    starts from it again. A failed transaction is aborted whole; when one row fails for good, the
    rows before it are published in a transaction of their own, so that only the rows after it
    wait. A relay that finds itself fenced releases the lock and stands by.
+5. With nothing to publish, the active relay waits on ``LISTEN`` for the notification a commit of
+   new rows sends (migration 0013), up to ``relay.idle_poll_interval_s``: a batch's events leave
+   as soon as its state is committed, and an idle relay barely queries.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.messages import OutboxMessage, outbox_message
 from graph_ingest.settings import Settings
-from graph_ingest.store.outbox import OutboxFeed, OutboxRow
+from graph_ingest.store.outbox import OutboxFeed, OutboxRow, OutboxSignal
 from graph_ingest.store.postgres.outbox import PostgresOutboxFeed
 
 logger = logging.getLogger(__name__)
@@ -81,7 +84,9 @@ class OutboxRelay:
             timeout_s=settings.relay.flush_timeout_s,
             **dict(producer_overrides or {}),
         )
-        self._outbox: OutboxFeed = PostgresOutboxFeed(settings.postgres)
+        feed = PostgresOutboxFeed(settings.postgres)
+        self._outbox: OutboxFeed = feed
+        self._signal: OutboxSignal = feed
         self._holds_lock = False
         self._standby_logged = False
         self.published_total = 0
@@ -148,8 +153,20 @@ class OutboxRelay:
             if failures := backoff.succeeded():
                 logger.info("outbox[%s] publishing again after %d failures", self._schema, failures)
             if count == 0:
-                stop.wait(self._idle_s if self._holds_lock else self._standby_poll_s)
+                self._idle(stop)
         logger.info("outbox[%s] relay stopped", self._schema)
+
+    def _idle(self, stop: threading.Event) -> None:
+        """Nothing to publish: the active relay waits to be told of committed rows (at most the
+        idle poll interval), a standby polls for the lock."""
+        if not (self._holds_lock and self._outbox.is_open):
+            stop.wait(self._standby_poll_s)
+            return
+        try:
+            self._signal.wait_for_rows(self._idle_s)
+        except GraphIngestError as exc:  # the next round opens a fresh session
+            logger.warning("outbox[%s] waiting for rows failed: %s", self._schema, exc)
+            self._disconnect()
 
     def run_once(self) -> int:
         """Publish up to ``relay.batch_size`` of the oldest unpublished rows; return how many.

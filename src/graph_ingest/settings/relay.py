@@ -10,7 +10,15 @@ from graph_ingest.settings.section import Section
 
 class RelaySettings(Section):
     batch_size: int = Field(default=500, ge=1)
-    idle_poll_interval_s: float = Field(default=0.1, gt=0)
+    idle_poll_interval_s: float = Field(
+        default=0.5,
+        gt=0,
+        description=(
+            "how long an idle active relay waits before looking at the outbox again; a commit"
+            " that adds rows wakes it at once (LISTEN/NOTIFY), so this is only a safety net and"
+            " bounds how long a stop waits for the relay"
+        ),
+    )
     flush_timeout_s: float = Field(
         default=30.0,
         gt=0,

@@ -67,4 +67,13 @@ class OutboxFeed(Protocol):
         """How many rows wait to be published (on a short session of its own if none is open)."""
 
 
-__all__ = ["OutboxFeed", "OutboxRow", "OutboxWriter"]
+class OutboxSignal(Protocol):
+    """Word of committed outbox rows, on the feed's session (the relay's idle wait)."""
+
+    def wait_for_rows(self, timeout_s: float) -> bool:
+        """Wait until rows are committed to the outbox, at most ``timeout_s``: True when told of
+        new rows (there may be none left by then), False when the time ran out. A StoreError
+        when the session fails (the relay then drops it, as for the feed's calls)."""
+
+
+__all__ = ["OutboxFeed", "OutboxRow", "OutboxSignal", "OutboxWriter"]

@@ -7,6 +7,7 @@ statements name the table with its schema: the relay's connection has no search_
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -22,6 +23,9 @@ from graph_ingest.store.outbox import OutboxRow
 from graph_ingest.store.postgres.params import Columns, json_text
 from graph_ingest.store.postgres.session import TransactionSession
 from graph_ingest.store.postgres.translate import translated, translating
+
+NOTIFY_CHANNEL = "graph_ingest_outbox"
+"""Where committed outbox rows are announced, with their schema as payload (migration 0013)."""
 
 ENQUEUE = """
 INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
@@ -84,6 +88,8 @@ class PostgresOutboxFeed:
     def open(self) -> None:
         with translating():
             self._conn = self._connect()
+            # before the first read: rows committed after it wake the relay (0013_outbox_notify)
+            self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -115,6 +121,16 @@ class PostgresOutboxFeed:
         with translating(), self._connect() as conn:
             return self._scalar(conn, query)
 
+    def wait_for_rows(self, timeout_s: float) -> bool:
+        conn = self._require()
+        deadline = time.monotonic() + timeout_s
+        with translating():
+            while (remaining := deadline - time.monotonic()) > 0:
+                for notice in conn.notifies(timeout=remaining, stop_after=1):
+                    if notice.payload == self._settings.schema_name:
+                        return True
+        return False
+
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
         return psycopg.connect(self._settings.conninfo(), autocommit=True)
 
@@ -127,10 +143,14 @@ class PostgresOutboxFeed:
         self, query: sql.SQL | sql.Composed, params: tuple[Any, ...]
     ) -> psycopg.Cursor[tuple[Any, ...]]:
         """Run one statement on the open session (its caller closes it on an error)."""
+        conn = self._require()
+        with translating():
+            return conn.execute(query, params)
+
+    def _require(self) -> psycopg.Connection[tuple[Any, ...]]:
         if self._conn is None or self._conn.closed:
             raise StoreError(
                 "the outbox feed is not open (call open() first)",
                 code=StatusCode.FAILED_PRECONDITION,
             )
-        with translating():
-            return self._conn.execute(query, params)
+        return self._conn
