@@ -15,25 +15,37 @@ PropertyValue = Scalar | list[Scalar] | None
 
 
 def _validate_properties(properties: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
-    """Refuse what a plan may not carry (``limits``): a NUL in text, an integer RFC 8785 rounds."""
+    """Refuse what a plan may not carry (``limits``): a NUL in text, an integer RFC 8785 rounds.
+
+    Runs for every upsert of every decoded plan: a plain str, int, bool, float or None is checked
+    inline; a list or anything else (a subclass) goes through ``_check_value`` item by item."""
     for name, value in properties.items():
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str):
-                if NUL in item:
-                    raise ValueError(
-                        f"property {name!r}: a NUL character (\\x00) is not allowed in a "
-                        "property value"
-                    )
-            elif (
-                isinstance(item, int)
-                and not isinstance(item, bool)
-                and abs(item) > MAX_SAFE_INTEGER
-            ):
-                raise ValueError(
-                    f"property {name!r}: integer {item} is outside ±(2**53 - 1); "
-                    "store it as a string to keep it exact"
-                )
+        kind = type(value)
+        if kind is str:
+            if NUL in value:
+                _check_value(name, value)
+        elif kind is int:
+            if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                _check_value(name, value)
+        elif kind is bool or kind is float or value is None:
+            continue
+        else:
+            for item in value if isinstance(value, list) else [value]:
+                _check_value(name, item)
     return properties
+
+
+def _check_value(name: str, item: object) -> None:
+    if isinstance(item, str):
+        if NUL in item:
+            raise ValueError(
+                f"property {name!r}: a NUL character (\\x00) is not allowed in a property value"
+            )
+    elif isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_SAFE_INTEGER:
+        raise ValueError(
+            f"property {name!r}: integer {item} is outside ±(2**53 - 1); "
+            "store it as a string to keep it exact"
+        )
 
 
 class NodeUpsert(FrozenModel):
