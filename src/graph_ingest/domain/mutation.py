@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from graph_ingest.domain.identifiers import Identifier
 from graph_ingest.domain.limits import MAX_SAFE_INTEGER, NUL, SafeInteger, StoredId
@@ -49,14 +49,12 @@ def _check_value(name: str, item: object) -> None:
 
 
 class NodeUpsert(FrozenModel):
+    """A node to create or update. Its property values are checked by the :class:`Mutation` that
+    holds it (``_validate_properties``), in one pass over all its upserts."""
+
     node_id: StoredId
     labels: tuple[Identifier, ...] = ()
     properties: dict[Identifier, PropertyValue] = Field(default_factory=dict)
-
-    @field_validator("properties")
-    @classmethod
-    def check_property_names(cls, value: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
-        return _validate_properties(value)
 
 
 class EdgeIdentity(Protocol):
@@ -92,16 +90,13 @@ class EdgeKey(FrozenModel):
 
 
 class EdgeUpsert(FrozenModel):
+    """An edge to create or update; its property values are checked as a NodeUpsert's are."""
+
     src: StoredId
     type: Identifier
     dst: StoredId
     rank: SafeInteger = 0
     properties: dict[Identifier, PropertyValue] = Field(default_factory=dict)
-
-    @field_validator("properties")
-    @classmethod
-    def check_property_names(cls, value: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
-        return _validate_properties(value)
 
     @property
     def key(self) -> EdgeKey:
@@ -123,6 +118,10 @@ class Mutation(FrozenModel):
 
     @model_validator(mode="after")
     def check_unique_identities(self) -> Mutation:
+        # One validator for the whole mutation: a Python validator per upsert costs ~2 µs of
+        # call overhead each, on every element of every decoded plan.
+        for upsert in (*self.node_upserts, *self.edge_upserts):
+            _validate_properties(upsert.properties)
         reject_duplicates("node upsert", [n.node_id for n in self.node_upserts])
         reject_duplicates("edge upsert", [edge_text(e) for e in self.edge_upserts])
         reject_duplicates("node delete", list(self.node_deletes))

@@ -159,7 +159,7 @@ def _typed_properties(properties: Mapping[str, PropertyValue]) -> Any:
     """``json_ready`` of a validated property map, which walks it only if it holds a value orjson
     may not write as RFC 8785 does (a float, a list, anything but str, int, bool and None): the
     names are identifiers (ASCII), and an int out of range is caught by ``fingerprint_of_typed``."""
-    if all(type(value) in _PLAIN for value in properties.values()):
+    if _PLAIN.issuperset(map(type, properties.values())):
         return properties
     return json_ready(properties)
 
@@ -207,7 +207,7 @@ def business_content_of(
                 "name": r.name,
                 "normalized_name": r.normalized_name,
                 "node_id": r.node_id,
-                "aliases": sorted(set(r.aliases)),
+                "aliases": sorted(set(r.aliases)) if r.aliases else [],
             }
             for r in sorted(plan.registrations, key=_REGISTRATION_ORDER)
         ],
