@@ -20,14 +20,13 @@ def _validate_properties(properties: dict[str, PropertyValue]) -> dict[str, Prop
     Runs for every upsert of every decoded plan: a plain str, int, bool, float or None is checked
     inline; a list or anything else (a subclass) goes through ``_check_value`` item by item."""
     for name, value in properties.items():
-        kind = type(value)
-        if kind is str:
+        if type(value) is str:
             if NUL in value:
                 _check_value(name, value)
-        elif kind is int:
+        elif type(value) is int:
             if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
                 _check_value(name, value)
-        elif kind is bool or kind is float or value is None:
+        elif type(value) is bool or type(value) is float or value is None:
             continue
         else:
             for item in value if isinstance(value, list) else [value]:
@@ -120,8 +119,10 @@ class Mutation(FrozenModel):
     def check_unique_identities(self) -> Mutation:
         # One validator for the whole mutation: a Python validator per upsert costs ~2 µs of
         # call overhead each, on every element of every decoded plan.
-        for upsert in (*self.node_upserts, *self.edge_upserts):
-            _validate_properties(upsert.properties)
+        for node in self.node_upserts:
+            _validate_properties(node.properties)
+        for edge in self.edge_upserts:
+            _validate_properties(edge.properties)
         reject_duplicates("node upsert", [n.node_id for n in self.node_upserts])
         reject_duplicates("edge upsert", [edge_text(e) for e in self.edge_upserts])
         reject_duplicates("node delete", list(self.node_deletes))
