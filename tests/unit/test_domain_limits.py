@@ -41,6 +41,8 @@ def set_path(fields: dict[str, Any], path: str, value: Any) -> None:
         ("registrations.0.aliases", ["Al\x00"]),
         ("mutation.node_upserts.0.properties.name", "Al\x00ice"),
         ("mutation.edge_upserts.0.properties.tags", ["ok", "b\x00d"]),
+        ("mutation.node_upserts.0.properties.big", MAX_SAFE_INTEGER + 1),
+        ("mutation.edge_upserts.0.properties.big", [1, -(2**60)]),
         ("next_state.fact_sources.0.fact_id", "é" * 1_100),
         ("registrations.0.normalized_name", "\N{GRINNING FACE}" * 500),
     ],

@@ -270,3 +270,16 @@ def test_an_integer_past_the_safe_range_in_typed_content_needs_the_reference() -
     with pytest.raises(NeedsReference):
         fingerprint_of_typed({"rank": 2**53})
     assert fingerprint_of_typed({"rank": 2**53 - 1}) == fingerprint_of({"rank": 2**53 - 1})
+
+
+@pytest.mark.parametrize("value", [2**53, -(2**60)])
+def test_an_integer_past_the_safe_range_in_a_plain_property_map_takes_the_reference(
+    value: int,
+) -> None:
+    """A map of plain values (str, int, bool, None) is not walked: orjson's strict integers catch
+    what only the reference can judge, and the reference decides as for any other content."""
+    plan = _with_properties(plan_for("doc-typed"), {"n": value, "t": "x"}, {"b": True})
+    with pytest.raises(Exception) as reference:
+        reference_canonical_json(plan.business_content())
+    with pytest.raises(type(reference.value)):
+        plan.computed_fingerprint()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from graph_ingest.domain.identifiers import Identifier
 from graph_ingest.domain.limits import MAX_SAFE_INTEGER, NUL, SafeInteger, StoredId
@@ -15,36 +15,45 @@ PropertyValue = Scalar | list[Scalar] | None
 
 
 def _validate_properties(properties: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
-    """Refuse what a plan may not carry (``limits``): a NUL in text, an integer RFC 8785 rounds."""
+    """Refuse what a plan may not carry (``limits``): a NUL in text, an integer RFC 8785 rounds.
+
+    Runs for every upsert of every decoded plan: a plain str, int, bool, float or None is checked
+    inline; a list or anything else (a subclass) goes through ``_check_value`` item by item."""
     for name, value in properties.items():
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str):
-                if NUL in item:
-                    raise ValueError(
-                        f"property {name!r}: a NUL character (\\x00) is not allowed in a "
-                        "property value"
-                    )
-            elif (
-                isinstance(item, int)
-                and not isinstance(item, bool)
-                and abs(item) > MAX_SAFE_INTEGER
-            ):
-                raise ValueError(
-                    f"property {name!r}: integer {item} is outside ±(2**53 - 1); "
-                    "store it as a string to keep it exact"
-                )
+        if type(value) is str:
+            if NUL in value:
+                _check_value(name, value)
+        elif type(value) is int:
+            if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                _check_value(name, value)
+        elif type(value) is bool or type(value) is float or value is None:
+            continue
+        else:
+            for item in value if isinstance(value, list) else [value]:
+                _check_value(name, item)
     return properties
 
 
+def _check_value(name: str, item: object) -> None:
+    if isinstance(item, str):
+        if NUL in item:
+            raise ValueError(
+                f"property {name!r}: a NUL character (\\x00) is not allowed in a property value"
+            )
+    elif isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_SAFE_INTEGER:
+        raise ValueError(
+            f"property {name!r}: integer {item} is outside ±(2**53 - 1); "
+            "store it as a string to keep it exact"
+        )
+
+
 class NodeUpsert(FrozenModel):
+    """A node to create or update. Its property values are checked by the :class:`Mutation` that
+    holds it (``_validate_properties``), in one pass over all its upserts."""
+
     node_id: StoredId
     labels: tuple[Identifier, ...] = ()
     properties: dict[Identifier, PropertyValue] = Field(default_factory=dict)
-
-    @field_validator("properties")
-    @classmethod
-    def check_property_names(cls, value: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
-        return _validate_properties(value)
 
 
 class EdgeIdentity(Protocol):
@@ -80,16 +89,13 @@ class EdgeKey(FrozenModel):
 
 
 class EdgeUpsert(FrozenModel):
+    """An edge to create or update; its property values are checked as a NodeUpsert's are."""
+
     src: StoredId
     type: Identifier
     dst: StoredId
     rank: SafeInteger = 0
     properties: dict[Identifier, PropertyValue] = Field(default_factory=dict)
-
-    @field_validator("properties")
-    @classmethod
-    def check_property_names(cls, value: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
-        return _validate_properties(value)
 
     @property
     def key(self) -> EdgeKey:
@@ -111,6 +117,12 @@ class Mutation(FrozenModel):
 
     @model_validator(mode="after")
     def check_unique_identities(self) -> Mutation:
+        # One validator for the whole mutation: a Python validator per upsert costs ~2 µs of
+        # call overhead each, on every element of every decoded plan.
+        for node in self.node_upserts:
+            _validate_properties(node.properties)
+        for edge in self.edge_upserts:
+            _validate_properties(edge.properties)
         reject_duplicates("node upsert", [n.node_id for n in self.node_upserts])
         reject_duplicates("edge upsert", [edge_text(e) for e in self.edge_upserts])
         reject_duplicates("node delete", list(self.node_deletes))

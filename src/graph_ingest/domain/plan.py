@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -119,7 +120,7 @@ class IngestionPlan(FrozenModel):
         # Only property values can hold what orjson writes otherwise than RFC 8785 (floats); the
         # model types every other leaf, so only they are walked (fingerprint_of_typed).
         try:
-            return fingerprint_of_typed(business_content_of(self, json_ready))
+            return fingerprint_of_typed(business_content_of(self, _typed_properties))
         except NeedsReference:
             return fingerprint_of(self.business_content())
 
@@ -139,12 +140,28 @@ class IngestionPlan(FrozenModel):
         return draft.model_copy(update={"fingerprint": draft.computed_fingerprint()})
 
 
+# Sort keys read in C: the content's sets are sorted on every consumed plan.
+_EDGE_ORDER = attrgetter("src", "type", "dst", "rank")
+_NODE_ORDER = attrgetter("node_id")
+_REGISTRATION_ORDER = attrgetter("entity_type", "normalized_name", "node_id")
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def _edge(edge: EdgeIdentity) -> list[Any]:
     return [edge.src, edge.type, edge.dst, edge.rank]
 
 
 def _edges(keys: tuple[EdgeKey, ...]) -> list[list[Any]]:
-    return sorted((_edge(k) for k in keys), key=lambda e: (e[0], e[1], e[2], e[3]))
+    return [_edge(k) for k in sorted(keys, key=_EDGE_ORDER)]
+
+
+def _typed_properties(properties: Mapping[str, PropertyValue]) -> Any:
+    """``json_ready`` of a validated property map, which walks it only if it holds a value orjson
+    may not write as RFC 8785 does (a float, a list, anything but str, int, bool and None): the
+    names are identifiers (ASCII), and an int out of range is caught by ``fingerprint_of_typed``."""
+    if _PLAIN.issuperset(map(type, properties.values())):
+        return properties
+    return json_ready(properties)
 
 
 def _planned_with(state: DocumentState) -> dict[str, str]:
@@ -184,19 +201,16 @@ def business_content_of(
         "graph": plan.graph.model_dump(mode="json"),
         "mutation": _mutation_content(plan.mutation, properties),
         "next_state": _state_content(plan.next_state),
-        "registrations": sorted(
-            (
-                {
-                    "entity_type": r.entity_type,
-                    "name": r.name,
-                    "normalized_name": r.normalized_name,
-                    "node_id": r.node_id,
-                    "aliases": sorted(set(r.aliases)),
-                }
-                for r in plan.registrations
-            ),
-            key=lambda r: (r["entity_type"], r["normalized_name"], r["node_id"]),
-        ),
+        "registrations": [
+            {
+                "entity_type": r.entity_type,
+                "name": r.name,
+                "normalized_name": r.normalized_name,
+                "node_id": r.node_id,
+                "aliases": sorted(set(r.aliases)) if r.aliases else [],
+            }
+            for r in sorted(plan.registrations, key=_REGISTRATION_ORDER)
+        ],
     }
 
 
@@ -205,21 +219,18 @@ def _mutation_content(
 ) -> dict[str, Any]:
     """The mutation's part of the business content: upserts and deletes sorted by identity."""
     return {
-        "node_upserts": sorted(
-            (
-                {
-                    "node_id": n.node_id,
-                    "labels": sorted(set(n.labels)),
-                    "properties": properties(n.properties),
-                }
-                for n in m.node_upserts
-            ),
-            key=lambda n: str(n["node_id"]),
-        ),
-        "edge_upserts": sorted(
-            ({"edge": _edge(e), "properties": properties(e.properties)} for e in m.edge_upserts),
-            key=lambda e: (e["edge"][0], e["edge"][1], e["edge"][2], e["edge"][3]),
-        ),
+        "node_upserts": [
+            {
+                "node_id": n.node_id,
+                "labels": sorted(set(n.labels)) if n.labels else [],
+                "properties": properties(n.properties),
+            }
+            for n in sorted(m.node_upserts, key=_NODE_ORDER)
+        ],
+        "edge_upserts": [
+            {"edge": _edge(e), "properties": properties(e.properties)}
+            for e in sorted(m.edge_upserts, key=_EDGE_ORDER)
+        ],
         "node_deletes": sorted(m.node_deletes),
         "edge_deletes": _edges(m.edge_deletes),
         "detach_deleted_nodes": m.detach_deleted_nodes,
