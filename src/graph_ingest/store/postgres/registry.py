@@ -34,8 +34,10 @@ FOR UPDATE
 """
 
 
-# A name registered concurrently to another node is not touched (WHERE) and not returned.
+# A name registered concurrently to another node is not touched (WHERE) and not counted: the
+# statement returns how many rows it wrote, one row whatever the batch size.
 UPSERT_REGISTRY = """
+WITH written AS (
 INSERT INTO entity_registry AS r (
     space, entity_type, normalized_name, name, node_id, aliases, created_at, updated_at
 )
@@ -52,7 +54,9 @@ SET aliases = ARRAY(
     ),
     updated_at = now()
 WHERE r.node_id = EXCLUDED.node_id
-RETURNING space, entity_type, normalized_name
+RETURNING 1
+)
+SELECT count(*) AS written FROM written
 """
 
 
@@ -105,18 +109,18 @@ class PostgresRegistryWriter(TransactionSession):
         if not to_write:
             return
         with self._savepoint():
-            found = self._fetch(UPSERT_REGISTRY, registration_columns(to_write))
-            written = {(row["space"], row["entity_type"], row["normalized_name"]) for row in found}
-            lost = [r for r in to_write if registry_key(r) not in written]
-            if lost:
-                # Another transaction registered one of these new names first, to another node.
+            (found,) = self._fetch(UPSERT_REGISTRY, registration_columns(to_write))
+            if found["written"] < len(to_write):
+                # Another transaction registered one of these new names first, to another node:
+                # every name this call wrote is bound to its node now, a lost one is not.
                 bound = {
                     (row["space"], row["entity_type"], row["normalized_name"]): row["node_id"]
-                    for row in self._fetch(SELECT_REGISTRY_NODES, registration_columns(lost))
+                    for row in self._fetch(SELECT_REGISTRY_NODES, registration_columns(to_write))
                 }
-                key = registry_key(lost[0])
+                lost = next(r for r in to_write if bound.get(registry_key(r)) != r.node_id)
+                key = registry_key(lost)
                 raise reassignment(
-                    key, bound.get(key, "<unknown>"), lost[0].node_id, "registered concurrently"
+                    key, bound.get(key, "<unknown>"), lost.node_id, "registered concurrently"
                 )
 
 
