@@ -42,11 +42,10 @@ INSERT INTO entity_registry AS r (
     space, entity_type, normalized_name, name, node_id, aliases, created_at, updated_at
 )
 SELECT space, entity_type, normalized_name, name, node_id,
-       ARRAY(SELECT jsonb_array_elements_text(aliases::jsonb)), now(), now()
-FROM unnest(
-    %(space)b::text[], %(entity_type)b::text[], %(normalized_name)b::text[], %(name)b::text[],
-    %(node_id)b::text[], %(aliases)b::text[]
-) AS i(space, entity_type, normalized_name, name, node_id, aliases)
+       ARRAY(SELECT json_array_elements_text(aliases)), now(), now()
+FROM json_to_recordset(%(rows)s::json) AS i(
+    space text, entity_type text, normalized_name text, name text, node_id text, aliases json
+)
 ON CONFLICT (space, entity_type, normalized_name) DO UPDATE
 SET aliases = ARRAY(
         SELECT DISTINCT (alias COLLATE "C") FROM unnest(r.aliases || EXCLUDED.aliases) AS alias
@@ -109,7 +108,7 @@ class PostgresRegistryWriter(TransactionSession):
         if not to_write:
             return
         with self._savepoint():
-            (found,) = self._fetch(UPSERT_REGISTRY, registration_columns(to_write))
+            (found,) = self._fetch(UPSERT_REGISTRY, {"rows": registration_rows(to_write)})
             if found["written"] < len(to_write):
                 # Another transaction registered one of these new names first, to another node:
                 # every name this call wrote is bound to its node now, a lost one is not.
@@ -153,6 +152,24 @@ def registration_columns(registrations: Sequence[EntityRegistration]) -> Columns
         "node_id": [r.node_id for r in registrations],
         "aliases": [json_text(list(r.aliases)) for r in registrations],
     }
+
+
+def registration_rows(registrations: Sequence[EntityRegistration]) -> str:
+    """The registrations as one JSON array of rows (``json_to_recordset``): serialised in C,
+    where one array per column costs the driver about half a microsecond per value."""
+    return json_text(
+        [
+            {
+                "space": r.space,
+                "entity_type": r.entity_type,
+                "normalized_name": r.normalized_name,
+                "name": r.name,
+                "node_id": r.node_id,
+                "aliases": r.aliases,
+            }
+            for r in registrations
+        ]
+    )
 
 
 def registry_row(row: Row) -> RegistryRow:
