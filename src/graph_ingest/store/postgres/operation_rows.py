@@ -31,6 +31,14 @@ _IDENTITY_FIELDS = ("space", "document_id", "expected_revision", "fingerprint", 
 
 def snapshot_values(op: Operation) -> dict[str, Any]:
     """The mutable part of an operation, as column values."""
+    values = _snapshot(op)
+    values["stage_times"] = json_text(values["stage_times"])
+    values["details"] = json_text(values["details"])
+    return values
+
+
+def _snapshot(op: Operation) -> dict[str, Any]:
+    """The mutable part of an operation; its JSON columns as Python values."""
     error = op.last_error
     return {
         "operation_id": op.operation_id,
@@ -40,13 +48,11 @@ def snapshot_values(op: Operation) -> dict[str, Any]:
         "last_error_code": error.code.value if error else None,
         "last_error_class": storable_or_none(error.error_class) if error else None,
         "last_error_message": storable_or_none(error.message) if error else None,
-        "stage_times": json_text(
-            {stage.value: at.isoformat() for stage, at in op.stage_times.items()}
-        ),
+        "stage_times": {stage.value: at.isoformat() for stage, at in op.stage_times.items()},
         "next_retry_at": op.next_retry_at,
         "dlq_id": op.dlq_id,
         "updated_at": op.updated_at,
-        "details": json_text(_details(op)),
+        "details": _details(op),
     }
 
 
@@ -75,9 +81,11 @@ def _details(op: Operation) -> dict[str, Any]:
 
 
 def event_headers(op: Operation) -> str:
-    return json_text(
-        {"operation_id": op.operation_id, "sequence": str(op.sequence), "stage": op.stage.value}
-    )
+    return json_text(_event_headers(op))
+
+
+def _event_headers(op: Operation) -> dict[str, str]:
+    return {"operation_id": op.operation_id, "sequence": str(op.sequence), "stage": op.stage.value}
 
 
 def new_operation_columns(
@@ -117,20 +125,23 @@ def _first_delivery(position: tuple[str, int, int] | None) -> dict[str, object]:
     return {"first_topic": topic, "first_partition": partition, "first_offset": offset}
 
 
-def saved_operation_columns(latest: Sequence[tuple[Operation, int]]) -> Columns:
-    """(latest snapshot, sequence it must replace) -> the snapshot arrays of SAVE_OPERATIONS."""
-    values = [{**snapshot_values(op), "expected_sequence": expected} for op, expected in latest]
-    return columns(values, (*_SNAPSHOT_FIELDS, "expected_sequence"))
-
-
-def event_columns(events: Sequence[tuple[Operation, bytes]]) -> Columns:
-    """(snapshot, encoded event) -> the event arrays of SAVE_OPERATIONS."""
+def saved_operation_columns(
+    latest: Sequence[tuple[Operation, int]], events: Sequence[tuple[Operation, bytes]]
+) -> dict[str, Any]:
+    """(latest snapshot, sequence it must replace) and (snapshot, encoded event) -> the
+    parameters of SAVE_OPERATIONS: the rows as JSON (serialised in C; an array per column costs
+    the driver about half a microsecond per value), the events' bytes as one array."""
     return {
-        "event_operation_id": [op.operation_id for op, _ in events],
-        "event_sequence": [op.sequence for op, _ in events],
-        "event_key": [op.operation_id.encode() for op, _ in events],
+        "snapshots": json_text(
+            [{**_snapshot(op), "expected_sequence": expected} for op, expected in latest]
+        ),
+        "events": json_text(
+            [
+                {"operation_id": op.operation_id, "sequence": op.sequence, "stage": op.stage.value}
+                for op, _ in events
+            ]
+        ),
         "event_value": [value for _, value in events],
-        "event_headers": [event_headers(op) for op, _ in events],
     }
 
 

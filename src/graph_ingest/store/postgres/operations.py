@@ -13,7 +13,6 @@ from graph_ingest.store.errors import StoreError
 from graph_ingest.store.operations import NewOperation
 from graph_ingest.store.postgres.fragments import OPERATION_COLUMNS
 from graph_ingest.store.postgres.operation_rows import (
-    event_columns,
     new_operation_columns,
     operation_from_row,
     saved_operation_columns,
@@ -83,16 +82,10 @@ FOR UPDATE
 SAVE_OPERATIONS = """
 WITH snapshot AS (
     SELECT *
-    FROM unnest(
-        %(operation_id)b::text[], %(expected_sequence)b::int[], %(stage)b::text[],
-        %(sequence)b::int[], %(attempts)b::int[], %(last_error_code)b::text[],
-        %(last_error_class)b::text[], %(last_error_message)b::text[], %(stage_times)b::text[],
-        %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[], %(updated_at)b::timestamptz[],
-        %(details)b::text[]
-    ) AS s(
-        operation_id, expected_sequence, stage, sequence, attempts, last_error_code,
-        last_error_class, last_error_message, stage_times, next_retry_at, dlq_id, updated_at,
-        details
+    FROM json_to_recordset(%(snapshots)s::json) AS s(
+        operation_id text, expected_sequence int, stage text, sequence int, attempts int,
+        last_error_code text, last_error_class text, last_error_message text, stage_times jsonb,
+        next_retry_at timestamptz, dlq_id text, updated_at timestamptz, details jsonb
     )
 ), updated AS (
     UPDATE operations AS o
@@ -102,23 +95,27 @@ WITH snapshot AS (
         last_error_code = s.last_error_code,
         last_error_class = s.last_error_class,
         last_error_message = s.last_error_message,
-        stage_times = s.stage_times::jsonb,
+        stage_times = s.stage_times,
         next_retry_at = s.next_retry_at,
         dlq_id = s.dlq_id,
         updated_at = s.updated_at,
-        details = s.details::jsonb
+        details = s.details
     FROM snapshot AS s
     WHERE o.operation_id = s.operation_id AND o.sequence = s.expected_sequence
     RETURNING o.operation_id
 ), event AS (
-    SELECT *
-    FROM unnest(
-        %(event_operation_id)b::text[], %(event_sequence)b::int[], %(event_key)b::bytea[],
-        %(event_value)b::bytea[], %(event_headers)b::text[]
-    ) WITH ORDINALITY AS e(operation_id, sequence, message_key, message_value, headers, ord)
+    SELECT e.operation_id, e.sequence, v.message_value,
+           jsonb_build_object('operation_id', e.operation_id, 'sequence', e.sequence::text,
+                              'stage', e.stage) AS headers,
+           ord
+    FROM ROWS FROM (
+        json_to_recordset(%(events)s::json) AS (operation_id text, sequence int, stage text)
+    ) WITH ORDINALITY AS e(operation_id, sequence, stage, ord)
+    JOIN unnest(%(event_value)b::bytea[]) WITH ORDINALITY AS v(message_value, ord) USING (ord)
 ), published AS (
     INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
-    SELECT %(topic)b, e.message_key, e.message_value, e.headers::jsonb, e.operation_id, e.sequence
+    SELECT %(topic)b, convert_to(e.operation_id, 'UTF8'), e.message_value, e.headers,
+           e.operation_id, e.sequence
     FROM event AS e JOIN updated USING (operation_id)
     ORDER BY e.ord
 )
@@ -179,11 +176,7 @@ class PostgresOperationWriter(TransactionSession):
         chains = snapshot_chains(operations)
         latest = [(chain[-1], chain[0].sequence - 1) for chain in chains.values()]
         events = [(op, self._encode(op)) for op in operations]
-        params = {
-            **saved_operation_columns(latest),
-            **event_columns(events),
-            "topic": self._topic,
-        }
+        params = {**saved_operation_columns(latest, events), "topic": self._topic}
         with self._savepoint():
             updated = {row["operation_id"] for row in self._fetch(SAVE_OPERATIONS, params)}
             lost = {op_id: chain for op_id, chain in chains.items() if op_id not in updated}
