@@ -29,15 +29,15 @@ _STATE_FIELDS = (
 )
 
 
-def state_columns(states: Sequence[DocumentState]) -> Columns:
-    """COMMIT_DOCUMENT_STATES / ENSURE_HISTORY parameters (``committed_at`` must be set)."""
-    values = [_state_values(s, s.model_dump(mode="json")) for s in states]
-    return columns(values, (*_STATE_FIELDS, "committed_at", "state"))
+def state_columns(states: Sequence[DocumentState]) -> dict[str, str]:
+    """COMMIT_DOCUMENT_STATES / ENSURE_HISTORY parameters (``committed_at`` must be set): the
+    states as one JSON array of rows (``json_to_recordset``; serialised in C, where an array per
+    column costs the driver about half a microsecond per value). The JSON columns are cut from
+    each state's one JSON dump."""
+    return {"states": json_text([_state_row(s, s.model_dump(mode="json")) for s in states])}
 
 
-def _state_values(s: DocumentState, dumped: dict[str, Any]) -> dict[str, Any]:
-    """One state's column values; its JSON columns are cut from its one JSON dump (a dump per
-    edge key cost a tenth of the applier's CPU per small plan)."""
+def _state_row(s: DocumentState, dumped: dict[str, Any]) -> dict[str, Any]:
     return {
         "space": s.space,
         "document_id": s.document_id,
@@ -45,16 +45,16 @@ def _state_values(s: DocumentState, dumped: dict[str, Any]) -> dict[str, Any]:
         "operation_id": s.operation_id,
         "content_hash": s.content_hash,
         "document_version": s.document_version,
-        "node_ids": json_text(dumped["node_ids"]),
-        "edge_keys": json_text(dumped["edge_keys"]),
-        "superseded_edge_keys": json_text(dumped["superseded_edge_keys"]),
-        "kept_edge_keys": json_text(dumped["kept_edge_keys"]),
+        "node_ids": dumped["node_ids"],
+        "edge_keys": dumped["edge_keys"],
+        "superseded_edge_keys": dumped["superseded_edge_keys"],
+        "kept_edge_keys": dumped["kept_edge_keys"],
         "base_operation_id": s.base_operation_id,
         "schema_version": s.schema_version,
         "extraction_fingerprint": s.extraction_fingerprint,
         "source_updated_at": s.source_updated_at,
         "committed_at": s.committed_at,
-        "state": json_text(dumped),
+        "state": dumped,
     }
 
 
