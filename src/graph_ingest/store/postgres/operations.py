@@ -26,22 +26,23 @@ from graph_ingest.store.postgres.translate import translated
 INSERT_OPERATIONS = """
 WITH incoming AS (
     SELECT *
-    FROM unnest(
-        %(operation_id)b::text[], %(space)b::text[], %(document_id)b::text[],
-        %(expected_revision)b::int[], %(fingerprint)b::text[], %(plan_bytes)b::bytea[],
-        %(stage)b::text[], %(sequence)b::int[], %(attempts)b::int[],
-        %(last_error_code)b::text[], %(last_error_class)b::text[], %(last_error_message)b::text[],
-        %(stage_times)b::text[], %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[],
-        %(created_at)b::timestamptz[], %(updated_at)b::timestamptz[], %(details)b::text[],
-        %(message_key)b::bytea[], %(message_value)b::bytea[], %(headers)b::text[],
-        %(work_headers)b::text[], %(first_topic)b::text[], %(first_partition)b::int[],
-        %(first_offset)b::bigint[]
+    FROM ROWS FROM (
+        json_to_recordset(%(operations)s::json) AS (
+            operation_id text, space text, document_id text, expected_revision int,
+            fingerprint text, stage text, sequence int, attempts int, last_error_code text,
+            last_error_class text, last_error_message text, stage_times jsonb,
+            next_retry_at timestamptz, dlq_id text, created_at timestamptz,
+            updated_at timestamptz, details jsonb, work_headers jsonb, first_topic text,
+            first_partition int, first_offset bigint
+        )
     ) WITH ORDINALITY AS i(
-        operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
-        sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
-        next_retry_at, dlq_id, created_at, updated_at, details, message_key, message_value,
-        headers, work_headers, first_topic, first_partition, first_offset, ord
+        operation_id, space, document_id, expected_revision, fingerprint, stage, sequence,
+        attempts, last_error_code, last_error_class, last_error_message, stage_times,
+        next_retry_at, dlq_id, created_at, updated_at, details, work_headers, first_topic,
+        first_partition, first_offset, ord
     )
+    JOIN unnest(%(plan_bytes)b::bytea[], %(message_value)b::bytea[])
+        WITH ORDINALITY AS b(plan_bytes, message_value, ord) USING (ord)
 ), inserted AS (
     INSERT INTO operations (
         operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
@@ -51,15 +52,18 @@ WITH incoming AS (
     )
     SELECT operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
            sequence, attempts, last_error_code, last_error_class, last_error_message,
-           stage_times::jsonb, next_retry_at, dlq_id, created_at, updated_at, details::jsonb,
-           work_headers::jsonb, first_topic, first_partition, first_offset
+           stage_times, next_retry_at, dlq_id, created_at, updated_at, details, work_headers,
+           first_topic, first_partition, first_offset
     FROM incoming
     ORDER BY operation_id  -- a stable order: concurrent inserters wait instead of deadlocking
     ON CONFLICT (operation_id) DO NOTHING
     RETURNING operation_id
 )
 INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
-SELECT %(topic)b, i.message_key, i.message_value, i.headers::jsonb, i.operation_id, i.sequence
+SELECT %(topic)b, convert_to(i.operation_id, 'UTF8'), i.message_value,
+       jsonb_build_object('operation_id', i.operation_id, 'sequence', i.sequence::text,
+                          'stage', i.stage),
+       i.operation_id, i.sequence
 FROM incoming AS i JOIN inserted USING (operation_id)
 ORDER BY i.ord
 """
