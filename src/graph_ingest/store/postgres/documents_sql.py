@@ -8,7 +8,7 @@ from graph_ingest.store.postgres.fragments import (
 )
 
 # Serialises the apply steps of one document (parking, fencing the graph write, committing).
-LOCK_DOCUMENTS = advisory_xact_locks("document", "document_id")
+LOCK_DOCUMENTS = advisory_xact_locks("document")
 
 
 DOCUMENT_REVISIONS = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from graph_ingest.domain.state import EntityRegistration
-from graph_ingest.store.postgres.fragments import advisory_xact_locks
+from graph_ingest.store.postgres.fragments import advisory_xact_locks, lock_keys
 from graph_ingest.store.postgres.params import Columns, Row, json_text, key_columns
 from graph_ingest.store.postgres.session import PooledReads, TransactionSession
 from graph_ingest.store.postgres.translate import translated
@@ -18,7 +18,7 @@ from graph_ingest.store.registry_rules import (
 )
 
 # Serialises "one type per node" registry checks for the same node.
-LOCK_REGISTRY_NODES = advisory_xact_locks("entity_registry", "node_id")
+LOCK_REGISTRY_NODES = advisory_xact_locks("entity_registry")
 
 
 # Existing rows for any of the keys or nodes (a superset: the caller matches exactly), locked.
@@ -76,7 +76,7 @@ class PostgresRegistryWriter(TransactionSession):
     def lock_nodes(self, keys: Sequence[tuple[str, str]]) -> None:
         if keys:
             nodes = sorted(set(keys))
-            self._execute(LOCK_REGISTRY_NODES, key_columns(("space", "node_id"), nodes))
+            self._execute(LOCK_REGISTRY_NODES, lock_keys(nodes))
 
     @translated
     def register_entities(self, registrations: Sequence[EntityRegistration]) -> None:
@@ -84,7 +84,7 @@ class PostgresRegistryWriter(TransactionSession):
             return
         merged = merge_within_call(registrations)
         nodes = sorted({(r.space, r.node_id) for r in merged})
-        self._execute(LOCK_REGISTRY_NODES, key_columns(("space", "node_id"), nodes))
+        self._execute(LOCK_REGISTRY_NODES, lock_keys(nodes))
         existing = [
             registry_row(row)
             for row in self._fetch(
