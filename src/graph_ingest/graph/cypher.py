@@ -8,9 +8,10 @@ property names are keys of a parameter map and never appear in query text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import itemgetter
 from typing import Any
 
 from graph_ingest.domain.identifiers import validate_identifier
@@ -197,6 +198,10 @@ def node_ids_page_query(base_label: str) -> str:
     )
 
 
+Labels = tuple[str, ...] | frozenset[str]
+Properties = Mapping[str, PropertyValue]
+
+
 @dataclass(slots=True)
 class _Groups:
     """One database's changes, in batch order; dicts keep first-seen order.
@@ -206,16 +211,19 @@ class _Groups:
     plans one by one would leave, whichever label group it lands in. Node deletes are kept in
     runs per base label: consecutive plans with the same ``detach`` share a run, a change of it
     starts the next one.
+
+    An element seen once (the common case) keeps its plan's own labels and property map, read
+    only; a merge makes new ones, so a plan is never changed.
     """
 
     edge_deletes: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
     node_deletes: dict[str, list[tuple[bool, list[str]]]] = field(default_factory=dict)
-    nodes: dict[tuple[str, str], tuple[set[str], dict[str, PropertyValue]]] = field(
+    nodes: dict[str, dict[str, tuple[Labels, Properties]]] = field(default_factory=dict)
+    """Per base label: node id -> (labels, properties)."""
+    edges: dict[tuple[str, str], dict[tuple[str, str, int], Properties]] = field(
         default_factory=dict
     )
-    edges: dict[tuple[str, str], dict[tuple[str, str, int], dict[str, PropertyValue]]] = field(
-        default_factory=dict
-    )
+    """Per (base label, edge type): (src, dst, rank) -> properties."""
 
     def add(self, options: GraphOptions, mutation: Mutation) -> None:
         base = options.node_label
@@ -228,27 +236,47 @@ class _Groups:
             if not runs or runs[-1][0] is not mutation.detach_deleted_nodes:
                 runs.append((mutation.detach_deleted_nodes, []))
             runs[-1][1].extend(mutation.node_deletes)
+        if mutation.node_upserts:
+            self._add_nodes(base, mutation)
+        if mutation.edge_upserts:
+            self._add_edges(base, mutation)
+
+    def _add_nodes(self, base: str, mutation: Mutation) -> None:
+        nodes = self.nodes.setdefault(base, {})
         for node in mutation.node_upserts:
-            if NODE_ID_PROPERTY in node.properties:
+            properties = node.properties
+            if NODE_ID_PROPERTY in properties:
                 raise GraphInvalidArgument(
                     f"node {node.node_id!r}: property {NODE_ID_PROPERTY!r} is reserved for the id"
                 )
-            labels, properties = self.nodes.setdefault((base, node.node_id), (set(), {}))
-            labels.update(node.labels)
-            properties.update(node.properties)
+            seen = nodes.get(node.node_id)
+            if seen is None:
+                nodes[node.node_id] = (node.labels, properties)
+            else:
+                nodes[node.node_id] = (
+                    frozenset((*seen[0], *node.labels)),
+                    {**seen[1], **properties},
+                )
+
+    def _add_edges(self, base: str, mutation: Mutation) -> None:
+        groups = self.edges
         for edge in mutation.edge_upserts:
-            if EDGE_RANK_PROPERTY in edge.properties:
+            properties = edge.properties
+            if EDGE_RANK_PROPERTY in properties:
                 raise GraphInvalidArgument(
                     f"edge {edge.key}: property {EDGE_RANK_PROPERTY!r} is reserved for the rank"
                 )
-            self.edges.setdefault((base, edge.type), {}).setdefault(
-                (edge.src, edge.dst, edge.rank), {}
-            ).update(edge.properties)
+            edges = groups.get((base, edge.type))
+            if edges is None:
+                edges = groups[(base, edge.type)] = {}
+            identity = (edge.src, edge.dst, edge.rank)
+            seen = edges.get(identity)
+            edges[identity] = properties if seen is None else {**seen, **properties}
 
     def statements(self, rows_per_statement: int) -> Iterator[Statement]:
         for (base, edge_type), rows in self.edge_deletes.items():
             query = edge_delete_query(base, edge_type)
-            for chunk in _chunks(sorted(rows, key=_edge_identity), rows_per_statement):
+            for chunk in _chunks(sorted(rows, key=_EDGE_IDENTITY), rows_per_statement):
                 yield Statement(StatementKind.EDGE_DELETE, query, chunk)
         for base, runs in self.node_deletes.items():
             for detach, ids in runs:
@@ -258,33 +286,33 @@ class _Groups:
                     yield Statement(StatementKind.NODE_DELETE, query, chunk, check)
         for (base, extra), rows in self._node_rows().items():
             query = node_upsert_query(base, extra)
-            for chunk in _chunks(sorted(rows, key=_node_identity), rows_per_statement):
+            for chunk in _chunks(rows, rows_per_statement):
                 yield Statement(StatementKind.NODE_UPSERT, query, chunk)
         for (base, edge_type), edges in self.edges.items():
             query = edge_upsert_query(base, edge_type)
             check = missing_endpoints_query(base, edge_type)
-            rows = [
+            rows = [  # sorted by identity: keys are unique, so no two properties are compared
                 {"src": src, "dst": dst, "rank": rank, "props": props}
-                for (src, dst, rank), props in edges.items()
+                for (src, dst, rank), props in sorted(edges.items())
             ]
-            for chunk in _chunks(sorted(rows, key=_edge_identity), rows_per_statement):
+            for chunk in _chunks(rows, rows_per_statement):
                 yield Statement(StatementKind.EDGE_UPSERT, query, chunk, check)
 
     def _node_rows(self) -> dict[tuple[str, tuple[str, ...]], list[Row]]:
-        """Merged node rows grouped by what shares a query text: base and sorted extra labels."""
-        groups: dict[tuple[str, tuple[str, ...]], list[Row]] = {}
-        for (base, node_id), (labels, properties) in self.nodes.items():
-            extra = tuple(sorted(labels - {base}))
-            groups.setdefault((base, extra), []).append({"id": node_id, "props": properties})
-        return groups
+        """Merged node rows grouped by what shares a query text (base and sorted extra labels),
+        in first-seen order of the groups; rows sorted by node id."""
+        groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        for base, nodes in self.nodes.items():
+            for node_id, (labels, _) in nodes.items():
+                extra = tuple(sorted(set(labels) - {base})) if labels else ()
+                groups.setdefault((base, extra), []).append(node_id)
+        return {
+            (base, extra): [{"id": i, "props": self.nodes[base][i][1]} for i in sorted(ids)]
+            for (base, extra), ids in groups.items()
+        }
 
 
-def _node_identity(row: Row) -> str:
-    return str(row["id"])
-
-
-def _edge_identity(row: Row) -> tuple[str, str, int]:
-    return (row["src"], row["dst"], row["rank"])
+_EDGE_IDENTITY = itemgetter("src", "dst", "rank")
 
 
 def _chunks(rows: list[Any], size: int) -> Iterator[list[Any]]:
@@ -320,8 +348,11 @@ def build_statements(
     for options, mutation in batch:
         if mutation.is_empty:
             continue
-        validate_identifier(options.database, what="database")
-        groups.setdefault(options.database, _Groups()).add(options, mutation)
+        database = groups.get(options.database)
+        if database is None:
+            validate_identifier(options.database, what="database")
+            database = groups[options.database] = _Groups()
+        database.add(options, mutation)
     return {
         database: list(database_groups.statements(rows_per_statement))
         for database, database_groups in groups.items()

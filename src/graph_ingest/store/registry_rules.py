@@ -55,7 +55,7 @@ def merge_within_call(registrations: Sequence[EntityRegistration]) -> list[Entit
     by_key: dict[RegistryKey, EntityRegistration] = {}
     type_of_node: dict[NodeKey, EntityRegistration] = {}
     for reg in registrations:
-        key = registry_key(reg)
+        key = (reg.space, reg.entity_type, reg.normalized_name)
         seen = by_key.get(key)
         if seen is None:
             by_key[key] = reg
@@ -75,6 +75,8 @@ def merge_within_call(registrations: Sequence[EntityRegistration]) -> list[Entit
 
 
 def _with_merged_aliases(registration: EntityRegistration) -> EntityRegistration:
+    if len(registration.aliases) < 2:  # the common case: sorted and distinct already
+        return registration
     aliases = merge_aliases(registration.aliases)
     if aliases == registration.aliases:  # the common case: nothing to copy
         return registration

@@ -21,6 +21,7 @@ from graph_ingest.store.postgres.document_rows import (
     state_columns,
     state_from_row,
 )
+from graph_ingest.store.postgres.fragments import lock_keys
 from graph_ingest.store.postgres.operation_rows import operation_from_row
 from graph_ingest.store.postgres.params import DocumentKey, key_columns
 from graph_ingest.store.postgres.session import PooledReads, TransactionSession
@@ -37,10 +38,7 @@ class PostgresDocumentWriter(TransactionSession):
     def lock_documents(self, keys: Sequence[DocumentKey]) -> None:
         unique = sorted(set(keys))
         if unique:
-            self._execute(
-                sql.LOCK_DOCUMENTS,
-                key_columns(("space", "document_id"), unique),
-            )
+            self._execute(sql.LOCK_DOCUMENTS, lock_keys(unique))
 
     @translated
     def document_revisions(

@@ -8,7 +8,7 @@ from graph_ingest.store.postgres.fragments import (
 )
 
 # Serialises the apply steps of one document (parking, fencing the graph write, committing).
-LOCK_DOCUMENTS = advisory_xact_locks("document", "document_id")
+LOCK_DOCUMENTS = advisory_xact_locks("document")
 
 
 DOCUMENT_REVISIONS = """
@@ -24,17 +24,12 @@ JOIN unnest(%(space)b::text[], %(document_id)b::text[]) AS k(space, document_id)
 COMMIT_DOCUMENT_STATES = """
 WITH incoming AS (
     SELECT *
-    FROM unnest(
-        %(space)b::text[], %(document_id)b::text[], %(revision)b::int[], %(operation_id)b::text[],
-        %(content_hash)b::text[], %(document_version)b::text[], %(node_ids)b::text[],
-        %(edge_keys)b::text[], %(superseded_edge_keys)b::text[], %(kept_edge_keys)b::text[],
-        %(base_operation_id)b::text[], %(schema_version)b::text[],
-        %(extraction_fingerprint)b::text[], %(source_updated_at)b::timestamptz[],
-        %(committed_at)b::timestamptz[], %(state)b::text[]
-    ) AS n(
-        space, document_id, revision, operation_id, content_hash, document_version, node_ids,
-        edge_keys, superseded_edge_keys, kept_edge_keys, base_operation_id, schema_version,
-        extraction_fingerprint, source_updated_at, committed_at, state
+    FROM json_to_recordset(%(states)s::json) AS n(
+        space text, document_id text, revision int, operation_id text, content_hash text,
+        document_version text, node_ids jsonb, edge_keys jsonb, superseded_edge_keys jsonb,
+        kept_edge_keys jsonb, base_operation_id text, schema_version text,
+        extraction_fingerprint text, source_updated_at timestamptz, committed_at timestamptz,
+        state jsonb
     )
 ), created AS (
     INSERT INTO document_states (
@@ -101,11 +96,11 @@ FROM unnest(
 
 ENSURE_HISTORY = """
 INSERT INTO document_history (space, document_id, revision, operation_id, state, committed_at)
-SELECT space, document_id, revision, operation_id, state::jsonb, committed_at
-FROM unnest(
-    %(space)b::text[], %(document_id)b::text[], %(revision)b::int[], %(operation_id)b::text[],
-    %(state)b::text[], %(committed_at)b::timestamptz[]
-) AS h(space, document_id, revision, operation_id, state, committed_at)
+SELECT space, document_id, revision, operation_id, state, committed_at
+FROM json_to_recordset(%(states)s::json) AS h(
+    space text, document_id text, revision int, operation_id text, state jsonb,
+    committed_at timestamptz
+)
 ON CONFLICT (space, document_id, revision) DO NOTHING
 """
 

@@ -5,11 +5,13 @@ Names in statements are unqualified: the connection's search_path points at the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.stages import Stage
 from graph_ingest.store.parking import ON_ITS_WAY
+from graph_ingest.store.postgres.params import json_text
 
 OPERATION_COLUMNS = """
     operation_id, space, document_id, expected_revision, fingerprint, stage, sequence, attempts,
@@ -20,20 +22,28 @@ OPERATION_COLUMNS_OF_O = ", ".join(f"o.{column.strip()}" for column in OPERATION
 """``OPERATION_COLUMNS`` of the table aliased ``o``."""
 
 
-def advisory_xact_locks(namespace: str, column: str) -> str:
-    """One transaction-scoped advisory lock per (schema, space, ``column``), taken in a stable
-    order so that two transactions locking overlapping sets cannot deadlock on them."""
+def advisory_xact_locks(namespace: str) -> str:
+    """One transaction-scoped advisory lock per (schema, space, name) of ``%(keys)s`` (a JSON
+    array of [space, name] pairs: ``lock_keys``), taken in a stable order so that two
+    transactions locking overlapping sets cannot deadlock on them."""
     return f"""
 SELECT count(pg_advisory_xact_lock(lock_key))
 FROM (
     SELECT DISTINCT hashtextextended(
-        '{namespace}' || chr(31) || current_schema() || chr(31) || space || chr(31) || {column},
+        '{namespace}' || chr(31) || current_schema() || chr(31) || (k.key ->> 0) || chr(31)
+        || (k.key ->> 1),
         0
     ) AS lock_key
-    FROM unnest(%(space)b::text[], %({column})s::text[]) AS k(space, {column})
+    FROM json_array_elements(%(keys)s::json) AS k(key)
     ORDER BY lock_key
 ) AS locks
 """
+
+
+def lock_keys(keys: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The parameters of ``advisory_xact_locks``: one JSON text (serialised in C), where two
+    arrays cost the driver about half a microsecond per value."""
+    return {"keys": json_text(keys)}
 
 
 def nothing_on_its_way(revision: str) -> str:

@@ -8,29 +8,14 @@ from typing import Any
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.store.operations import NewOperation
-from graph_ingest.store.postgres.params import Columns, Row, columns, json_text, storable_or_none
-
-_SNAPSHOT_FIELDS = (
-    "operation_id",
-    "stage",
-    "sequence",
-    "attempts",
-    "last_error_code",
-    "last_error_class",
-    "last_error_message",
-    "stage_times",
-    "next_retry_at",
-    "dlq_id",
-    "updated_at",
-    "details",
-)
-
+from graph_ingest.store.postgres.params import Row, json_text, storable_or_none
 
 _IDENTITY_FIELDS = ("space", "document_id", "expected_revision", "fingerprint", "created_at")
 
 
 def snapshot_values(op: Operation) -> dict[str, Any]:
-    """The mutable part of an operation, as column values."""
+    """The mutable part of an operation, as column values; its JSON columns as Python values
+    (the statements take their rows as JSON)."""
     error = op.last_error
     return {
         "operation_id": op.operation_id,
@@ -40,13 +25,11 @@ def snapshot_values(op: Operation) -> dict[str, Any]:
         "last_error_code": error.code.value if error else None,
         "last_error_class": storable_or_none(error.error_class) if error else None,
         "last_error_message": storable_or_none(error.message) if error else None,
-        "stage_times": json_text(
-            {stage.value: at.isoformat() for stage, at in op.stage_times.items()}
-        ),
+        "stage_times": {stage.value: at.isoformat() for stage, at in op.stage_times.items()},
         "next_retry_at": op.next_retry_at,
         "dlq_id": op.dlq_id,
         "updated_at": op.updated_at,
-        "details": json_text(_details(op)),
+        "details": _details(op),
     }
 
 
@@ -74,42 +57,25 @@ def _details(op: Operation) -> dict[str, Any]:
     return details
 
 
-def event_headers(op: Operation) -> str:
-    return json_text(
-        {"operation_id": op.operation_id, "sequence": str(op.sequence), "stage": op.stage.value}
-    )
-
-
-def new_operation_columns(
-    rows: Sequence[tuple[NewOperation, bytes]],
-) -> Columns:
-    """(new operation, encoded PREPARED event) -> INSERT_OPERATIONS parameters."""
-    values = [
-        {
-            **snapshot_values(new.operation),
-            **{name: getattr(new.operation, name) for name in _IDENTITY_FIELDS},
-            "plan_bytes": new.plan_bytes,
-            "message_key": new.operation.operation_id.encode(),
-            "message_value": event,
-            "headers": event_headers(new.operation),
-            "work_headers": json_text(dict(new.work_headers)),
-            **_first_delivery(new.first_delivery),
-        }
-        for new, event in rows
-    ]
-    names = (
-        *_SNAPSHOT_FIELDS,
-        *_IDENTITY_FIELDS,
-        "plan_bytes",
-        "message_key",
-        "message_value",
-        "headers",
-        "work_headers",
-        "first_topic",
-        "first_partition",
-        "first_offset",
-    )
-    return columns(values, names)
+def new_operation_columns(rows: Sequence[tuple[NewOperation, bytes]]) -> dict[str, Any]:
+    """(new operation, encoded PREPARED event) -> INSERT_OPERATIONS parameters: the rows as JSON
+    (serialised in C; an array per column costs the driver about half a microsecond per value),
+    the plans' and events' bytes as two arrays."""
+    return {
+        "operations": json_text(
+            [
+                {
+                    **snapshot_values(new.operation),
+                    **{name: getattr(new.operation, name) for name in _IDENTITY_FIELDS},
+                    "work_headers": dict(new.work_headers),
+                    **_first_delivery(new.first_delivery),
+                }
+                for new, _ in rows
+            ]
+        ),
+        "plan_bytes": [new.plan_bytes for new, _ in rows],
+        "message_value": [event for _, event in rows],
+    }
 
 
 def _first_delivery(position: tuple[str, int, int] | None) -> dict[str, object]:
@@ -117,20 +83,23 @@ def _first_delivery(position: tuple[str, int, int] | None) -> dict[str, object]:
     return {"first_topic": topic, "first_partition": partition, "first_offset": offset}
 
 
-def saved_operation_columns(latest: Sequence[tuple[Operation, int]]) -> Columns:
-    """(latest snapshot, sequence it must replace) -> the snapshot arrays of SAVE_OPERATIONS."""
-    values = [{**snapshot_values(op), "expected_sequence": expected} for op, expected in latest]
-    return columns(values, (*_SNAPSHOT_FIELDS, "expected_sequence"))
-
-
-def event_columns(events: Sequence[tuple[Operation, bytes]]) -> Columns:
-    """(snapshot, encoded event) -> the event arrays of SAVE_OPERATIONS."""
+def saved_operation_columns(
+    latest: Sequence[tuple[Operation, int]], events: Sequence[tuple[Operation, bytes]]
+) -> dict[str, Any]:
+    """(latest snapshot, sequence it must replace) and (snapshot, encoded event) -> the
+    parameters of SAVE_OPERATIONS: the rows as JSON (serialised in C; an array per column costs
+    the driver about half a microsecond per value), the events' bytes as one array."""
     return {
-        "event_operation_id": [op.operation_id for op, _ in events],
-        "event_sequence": [op.sequence for op, _ in events],
-        "event_key": [op.operation_id.encode() for op, _ in events],
+        "snapshots": json_text(
+            [{**snapshot_values(op), "expected_sequence": expected} for op, expected in latest]
+        ),
+        "events": json_text(
+            [
+                {"operation_id": op.operation_id, "sequence": op.sequence, "stage": op.stage.value}
+                for op, _ in events
+            ]
+        ),
         "event_value": [value for _, value in events],
-        "event_headers": [event_headers(op) for op, _ in events],
     }
 
 

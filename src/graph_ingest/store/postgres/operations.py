@@ -13,7 +13,6 @@ from graph_ingest.store.errors import StoreError
 from graph_ingest.store.operations import NewOperation
 from graph_ingest.store.postgres.fragments import OPERATION_COLUMNS
 from graph_ingest.store.postgres.operation_rows import (
-    event_columns,
     new_operation_columns,
     operation_from_row,
     saved_operation_columns,
@@ -27,22 +26,23 @@ from graph_ingest.store.postgres.translate import translated
 INSERT_OPERATIONS = """
 WITH incoming AS (
     SELECT *
-    FROM unnest(
-        %(operation_id)b::text[], %(space)b::text[], %(document_id)b::text[],
-        %(expected_revision)b::int[], %(fingerprint)b::text[], %(plan_bytes)b::bytea[],
-        %(stage)b::text[], %(sequence)b::int[], %(attempts)b::int[],
-        %(last_error_code)b::text[], %(last_error_class)b::text[], %(last_error_message)b::text[],
-        %(stage_times)b::text[], %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[],
-        %(created_at)b::timestamptz[], %(updated_at)b::timestamptz[], %(details)b::text[],
-        %(message_key)b::bytea[], %(message_value)b::bytea[], %(headers)b::text[],
-        %(work_headers)b::text[], %(first_topic)b::text[], %(first_partition)b::int[],
-        %(first_offset)b::bigint[]
+    FROM ROWS FROM (
+        json_to_recordset(%(operations)s::json) AS (
+            operation_id text, space text, document_id text, expected_revision int,
+            fingerprint text, stage text, sequence int, attempts int, last_error_code text,
+            last_error_class text, last_error_message text, stage_times jsonb,
+            next_retry_at timestamptz, dlq_id text, created_at timestamptz,
+            updated_at timestamptz, details jsonb, work_headers jsonb, first_topic text,
+            first_partition int, first_offset bigint
+        )
     ) WITH ORDINALITY AS i(
-        operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
-        sequence, attempts, last_error_code, last_error_class, last_error_message, stage_times,
-        next_retry_at, dlq_id, created_at, updated_at, details, message_key, message_value,
-        headers, work_headers, first_topic, first_partition, first_offset, ord
+        operation_id, space, document_id, expected_revision, fingerprint, stage, sequence,
+        attempts, last_error_code, last_error_class, last_error_message, stage_times,
+        next_retry_at, dlq_id, created_at, updated_at, details, work_headers, first_topic,
+        first_partition, first_offset, ord
     )
+    JOIN unnest(%(plan_bytes)b::bytea[], %(message_value)b::bytea[])
+        WITH ORDINALITY AS b(plan_bytes, message_value, ord) USING (ord)
 ), inserted AS (
     INSERT INTO operations (
         operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
@@ -52,15 +52,18 @@ WITH incoming AS (
     )
     SELECT operation_id, space, document_id, expected_revision, fingerprint, plan_bytes, stage,
            sequence, attempts, last_error_code, last_error_class, last_error_message,
-           stage_times::jsonb, next_retry_at, dlq_id, created_at, updated_at, details::jsonb,
-           work_headers::jsonb, first_topic, first_partition, first_offset
+           stage_times, next_retry_at, dlq_id, created_at, updated_at, details, work_headers,
+           first_topic, first_partition, first_offset
     FROM incoming
     ORDER BY operation_id  -- a stable order: concurrent inserters wait instead of deadlocking
     ON CONFLICT (operation_id) DO NOTHING
     RETURNING operation_id
 )
 INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
-SELECT %(topic)b, i.message_key, i.message_value, i.headers::jsonb, i.operation_id, i.sequence
+SELECT %(topic)b, convert_to(i.operation_id, 'UTF8'), i.message_value,
+       jsonb_build_object('operation_id', i.operation_id, 'sequence', i.sequence::text,
+                          'stage', i.stage),
+       i.operation_id, i.sequence
 FROM incoming AS i JOIN inserted USING (operation_id)
 ORDER BY i.ord
 """
@@ -83,16 +86,10 @@ FOR UPDATE
 SAVE_OPERATIONS = """
 WITH snapshot AS (
     SELECT *
-    FROM unnest(
-        %(operation_id)b::text[], %(expected_sequence)b::int[], %(stage)b::text[],
-        %(sequence)b::int[], %(attempts)b::int[], %(last_error_code)b::text[],
-        %(last_error_class)b::text[], %(last_error_message)b::text[], %(stage_times)b::text[],
-        %(next_retry_at)b::timestamptz[], %(dlq_id)b::text[], %(updated_at)b::timestamptz[],
-        %(details)b::text[]
-    ) AS s(
-        operation_id, expected_sequence, stage, sequence, attempts, last_error_code,
-        last_error_class, last_error_message, stage_times, next_retry_at, dlq_id, updated_at,
-        details
+    FROM json_to_recordset(%(snapshots)s::json) AS s(
+        operation_id text, expected_sequence int, stage text, sequence int, attempts int,
+        last_error_code text, last_error_class text, last_error_message text, stage_times jsonb,
+        next_retry_at timestamptz, dlq_id text, updated_at timestamptz, details jsonb
     )
 ), updated AS (
     UPDATE operations AS o
@@ -102,23 +99,27 @@ WITH snapshot AS (
         last_error_code = s.last_error_code,
         last_error_class = s.last_error_class,
         last_error_message = s.last_error_message,
-        stage_times = s.stage_times::jsonb,
+        stage_times = s.stage_times,
         next_retry_at = s.next_retry_at,
         dlq_id = s.dlq_id,
         updated_at = s.updated_at,
-        details = s.details::jsonb
+        details = s.details
     FROM snapshot AS s
     WHERE o.operation_id = s.operation_id AND o.sequence = s.expected_sequence
     RETURNING o.operation_id
 ), event AS (
-    SELECT *
-    FROM unnest(
-        %(event_operation_id)b::text[], %(event_sequence)b::int[], %(event_key)b::bytea[],
-        %(event_value)b::bytea[], %(event_headers)b::text[]
-    ) WITH ORDINALITY AS e(operation_id, sequence, message_key, message_value, headers, ord)
+    SELECT e.operation_id, e.sequence, v.message_value,
+           jsonb_build_object('operation_id', e.operation_id, 'sequence', e.sequence::text,
+                              'stage', e.stage) AS headers,
+           ord
+    FROM ROWS FROM (
+        json_to_recordset(%(events)s::json) AS (operation_id text, sequence int, stage text)
+    ) WITH ORDINALITY AS e(operation_id, sequence, stage, ord)
+    JOIN unnest(%(event_value)b::bytea[]) WITH ORDINALITY AS v(message_value, ord) USING (ord)
 ), published AS (
     INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
-    SELECT %(topic)b, e.message_key, e.message_value, e.headers::jsonb, e.operation_id, e.sequence
+    SELECT %(topic)b, convert_to(e.operation_id, 'UTF8'), e.message_value, e.headers,
+           e.operation_id, e.sequence
     FROM event AS e JOIN updated USING (operation_id)
     ORDER BY e.ord
 )
@@ -179,11 +180,7 @@ class PostgresOperationWriter(TransactionSession):
         chains = snapshot_chains(operations)
         latest = [(chain[-1], chain[0].sequence - 1) for chain in chains.values()]
         events = [(op, self._encode(op)) for op in operations]
-        params = {
-            **saved_operation_columns(latest),
-            **event_columns(events),
-            "topic": self._topic,
-        }
+        params = {**saved_operation_columns(latest, events), "topic": self._topic}
         with self._savepoint():
             updated = {row["operation_id"] for row in self._fetch(SAVE_OPERATIONS, params)}
             lost = {op_id: chain for op_id, chain in chains.items() if op_id not in updated}
