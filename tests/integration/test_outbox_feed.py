@@ -103,53 +103,49 @@ def test_a_call_on_a_closed_feed_raises_our_error(
         feed.unpublished(1)
 
 
-def test_a_commit_of_outbox_rows_wakes_a_waiting_feed_of_its_schema(
-    pg: PostgresSettings, store: PostgresOperationStore
-) -> None:
+@pytest.fixture
+def listening(pg: PostgresSettings) -> Iterator[PostgresOutboxFeed]:
+    """An open feed: it listens for committed rows from its first moment."""
     feed = PostgresOutboxFeed(pg)
     feed.open()
-    try:
-        # Given nothing new, a wait runs out its time and says so
-        assert feed.wait_for_rows(0.2) is False
-        # When rows are committed by another session
-        enqueue(store, 3)
-        # Then the waiting feed is told, well before a long timeout would end
-        started = time.monotonic()
-        assert feed.wait_for_rows(30.0) is True
-        assert time.monotonic() - started < 10.0
-        assert [row.sequence for row in feed.unpublished(10)] == [0, 1, 2]
-    finally:
-        feed.close()
+    yield feed
+    feed.close()
 
 
-def test_rows_of_another_schema_do_not_wake_the_feed(pg: PostgresSettings) -> None:
+def test_a_commit_of_outbox_rows_wakes_a_waiting_feed_of_its_schema(
+    listening: PostgresOutboxFeed, store: PostgresOperationStore
+) -> None:
+    # Given nothing new, a wait runs out its time and says so
+    assert listening.wait_for_rows(0.2) is False
+    # When rows are committed by another session
+    enqueue(store, 3)
+    # Then the waiting feed is told, well before a long timeout would end
+    started = time.monotonic()
+    assert listening.wait_for_rows(30.0) is True
+    assert time.monotonic() - started < 10.0
+    assert [row.sequence for row in listening.unpublished(10)] == [0, 1, 2]
+
+
+def test_rows_of_another_schema_do_not_wake_the_feed(
+    pg: PostgresSettings, listening: PostgresOutboxFeed
+) -> None:
     other = pg.model_copy(update={"schema_name": f"{pg.schema_name}_other"})
     migrate(other)
-    feed = PostgresOutboxFeed(pg)
-    feed.open()
+    elsewhere = PostgresOperationStore(other, event_encoder=encode, operations_topic=TOPIC)
+    elsewhere.start()
     try:
-        elsewhere = PostgresOperationStore(other, event_encoder=encode, operations_topic=TOPIC)
-        elsewhere.start()
-        try:
-            enqueue(elsewhere, 2)
-        finally:
-            elsewhere.close()
-        assert feed.wait_for_rows(1.0) is False
+        enqueue(elsewhere, 2)
+        assert listening.wait_for_rows(1.0) is False
     finally:
-        feed.close()
+        elsewhere.close()
         with psycopg.connect(pg.conninfo(), autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{other.schema_name}" CASCADE')
 
 
 def test_an_uncommitted_insert_wakes_no_one(
-    pg: PostgresSettings, store: PostgresOperationStore
+    listening: PostgresOutboxFeed, store: PostgresOperationStore
 ) -> None:
-    feed = PostgresOutboxFeed(pg)
-    feed.open()
-    try:
-        with pytest.raises(RuntimeError), store.unit_of_work() as uow:
-            uow.enqueue([OutboxMessage(topic="t.ops", key=b"k", value=b"v", headers={})])
-            raise RuntimeError("rolled back")
-        assert feed.wait_for_rows(1.0) is False
-    finally:
-        feed.close()
+    with pytest.raises(RuntimeError), store.unit_of_work() as uow:
+        uow.enqueue([OutboxMessage(topic="t.ops", key=b"k", value=b"v", headers={})])
+        raise RuntimeError("rolled back")
+    assert listening.wait_for_rows(1.0) is False
