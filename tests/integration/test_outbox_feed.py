@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from graph_ingest.domain.errors import GraphIngestError
+from graph_ingest.domain.stages import Stage
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.migrate import migrate
@@ -32,7 +33,7 @@ def feeds(pg: PostgresSettings) -> Iterator[tuple[PostgresOutboxFeed, PostgresOu
     second.close()
 
 
-def enqueue(store: PostgresOperationStore, count: int) -> None:
+def enqueue(store: PostgresOperationStore, count: int, stage: Stage = Stage.PREPARED) -> None:
     with store.unit_of_work() as uow:
         uow.enqueue(
             [
@@ -40,7 +41,7 @@ def enqueue(store: PostgresOperationStore, count: int) -> None:
                     topic="t.ops",
                     key=f"op-{n}".encode(),
                     value=f"value {n}".encode(),
-                    headers={"stage": "PREPARED"},
+                    headers={"stage": stage.value},
                     operation_id=f"op-{n}",
                     sequence=n,
                 )
@@ -117,13 +118,42 @@ def test_a_commit_of_outbox_rows_wakes_a_waiting_feed_of_its_schema(
 ) -> None:
     # Given nothing new, a wait runs out its time and says so
     assert listening.wait_for_rows(0.2) is False
-    # When rows are committed by another session
-    enqueue(store, 3)
+    # When rows are committed by another session, the last of them ending an operation's journey
+    enqueue(store, 3, Stage.COMPLETED)
     # Then the waiting feed is told, well before a long timeout would end
     started = time.monotonic()
     assert listening.wait_for_rows(30.0) is True
     assert time.monotonic() - started < 10.0
     assert [row.sequence for row in listening.unpublished(10)] == [0, 1, 2]
+
+
+# A later commit of the same journey always follows these stages' rows, and wakes the relay.
+IN_FLIGHT = {Stage.PREPARED, Stage.GRAPH_APPLIED, Stage.STATE_COMMITTED}
+
+
+@pytest.mark.parametrize("stage", list(Stage))
+def test_only_rows_that_end_a_journey_wake_the_feed(
+    stage: Stage, listening: PostgresOutboxFeed, store: PostgresOperationStore
+) -> None:
+    enqueue(store, 2, stage)
+    assert listening.wait_for_rows(0.5 if stage in IN_FLIGHT else 30.0) is (stage not in IN_FLIGHT)
+
+
+def test_rows_without_a_stage_wake_the_feed_and_so_does_a_mixed_commit(
+    listening: PostgresOutboxFeed, store: PostgresOperationStore
+) -> None:
+    # a retry-tier copy, a DLQ envelope or a re-published plan carries no stage header
+    with store.unit_of_work() as uow:
+        uow.enqueue([OutboxMessage(topic="t.retry", key=b"k", value=b"v", headers={})])
+    assert listening.wait_for_rows(30.0) is True
+    # in-flight rows committed with a row that ends a journey leave with it
+    with store.unit_of_work() as uow:
+        for stage in (Stage.PREPARED, Stage.GRAPH_APPLIED, Stage.FAILED):
+            uow.enqueue(
+                [OutboxMessage(topic="t.ops", key=b"k", value=b"v", headers={"stage": stage.value})]
+            )
+    assert listening.wait_for_rows(30.0) is True
+    assert len(listening.unpublished(10)) == 4
 
 
 def test_rows_of_another_schema_do_not_wake_the_feed(
@@ -134,7 +164,7 @@ def test_rows_of_another_schema_do_not_wake_the_feed(
     elsewhere = PostgresOperationStore(other, event_encoder=encode, operations_topic=TOPIC)
     elsewhere.start()
     try:
-        enqueue(elsewhere, 2)
+        enqueue(elsewhere, 2, Stage.COMPLETED)
         assert listening.wait_for_rows(1.0) is False
     finally:
         elsewhere.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
@@ -156,6 +157,19 @@ def test_relay_publishes_every_row_once_in_order_per_key_and_marks_it(outbox: Ou
         }
         sequences[operation_id].append(int(sequence))
     assert dict(sequences) == {f"op-{o}": list(range(1, 11)) for o in range(12)}
+
+
+def test_an_idle_relay_stops_without_waiting_out_its_idle_wait(outbox: Outbox) -> None:
+    relay_settings = outbox.settings.relay.model_copy(update={"idle_poll_interval_s": 60.0})
+    stop = threading.Event()
+    with OutboxRelay(outbox.settings.model_copy(update={"relay": relay_settings})) as relay:
+        worker = threading.Thread(target=relay.run, args=(stop,))
+        worker.start()
+        wait_until(lambda: relay.is_active, timeout_s=30, what="the relay to take its lock")
+        time.sleep(0.5)  # nothing to publish: it waits for rows, for up to a minute
+        stop.set()
+        worker.join(timeout=10)
+        assert not worker.is_alive()
 
 
 def test_rows_stay_unpublished_when_the_broker_is_unreachable(

@@ -22,8 +22,9 @@ Algorithm (at-least-once, never skips, never reorders within a key):
    rows before it are published in a transaction of their own, so that only the rows after it
    wait. A relay that finds itself fenced releases the lock and stands by.
 5. With nothing to publish, the active relay waits on ``LISTEN`` for the notification a commit of
-   new rows sends (migration 0013), up to ``relay.idle_poll_interval_s``: a batch's events leave
-   as soon as its state is committed, and an idle relay barely queries.
+   new rows sends, up to ``relay.idle_poll_interval_s``. Only rows that end an operation's
+   journey or carry no stage notify (migration 0014): a batch's events leave together as soon as
+   its state is committed, in one relay pass, and an idle relay barely queries.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ from graph_ingest.store.postgres.outbox import PostgresOutboxFeed
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+STOP_CHECK_S = 0.05
+"""How often an idle relay looks at its stop event while it waits to be told of new rows."""
 
 
 def advisory_lock_key(schema_name: str) -> int:
@@ -162,8 +166,12 @@ class OutboxRelay:
         if not (self._holds_lock and self._outbox.is_open):
             stop.wait(self._standby_poll_s)
             return
+        deadline = time.monotonic() + self._idle_s
         try:
-            self._signal.wait_for_rows(self._idle_s)
+            # in slices: the LISTEN wait cannot be woken by ``stop``, which a stop would wait out
+            while not stop.is_set() and (remaining := deadline - time.monotonic()) > 0:
+                if self._signal.wait_for_rows(min(remaining, STOP_CHECK_S)):
+                    return
         except GraphIngestError as exc:  # the next round opens a fresh session
             logger.warning("outbox[%s] waiting for rows failed: %s", self._schema, exc)
             self._disconnect()

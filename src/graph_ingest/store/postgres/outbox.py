@@ -25,7 +25,8 @@ from graph_ingest.store.postgres.session import TransactionSession
 from graph_ingest.store.postgres.translate import translated, translating
 
 NOTIFY_CHANNEL = "graph_ingest_outbox"
-"""Where committed outbox rows are announced, with their schema as payload (migration 0013)."""
+"""Where committed outbox rows are announced, with their schema as payload: the rows that end a
+operation's journey or carry no stage (migrations 0013, 0014)."""
 
 ENQUEUE = """
 INSERT INTO outbox (topic, message_key, message_value, headers, operation_id, sequence)
