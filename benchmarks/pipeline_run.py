@@ -13,6 +13,8 @@ COMPLETED. The applier processes join their group and apply the warm-up plans be
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
 import os
 import signal
@@ -108,13 +110,24 @@ class CompletedEvents:
         return max(self.seen[op] for op in operation_ids)
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with(parent: int) -> None:
+    """In a worker just forked, before it runs: SIGTERM it when ``parent`` dies, so a benchmark
+    killed mid-run (e.g. by a test's timeout) leaves no workers behind to skew the next one."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 @contextmanager
 def worker_processes(
     settings: Settings, worker: str, count: int, logs: Path, **env: str
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     """``count`` ``graph-ingest worker <worker>`` processes on ``settings`` (``env``: more
     variables); yields them. Stopped with SIGTERM (they finish the batch in hand), killed if they
-    do not exit in 60 s."""
+    do not exit in 60 s; sent SIGTERM by the kernel if this process dies first (``die_with``)."""
     environment = {**os.environ, **pipeline_env(settings), **env}
     logs.mkdir(parents=True, exist_ok=True)
     processes = []
@@ -128,6 +141,7 @@ def worker_processes(
                         env=environment,
                         stdout=out,
                         stderr=subprocess.STDOUT,
+                        preexec_fn=functools.partial(die_with, os.getpid()),
                     )
                 )
         yield processes
