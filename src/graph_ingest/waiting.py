@@ -1,5 +1,9 @@
-"""Wait for a condition with a deadline, never a guessed sleep."""
+"""Wait for a condition with a deadline, never a guessed sleep; and a bell that ends a wait on a
+socket from another thread."""
 
+import contextlib
+import os
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -27,3 +31,32 @@ def wait_until(
         if time.monotonic() >= deadline:
             raise WaitTimeout(f"timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(interval_s)
+
+
+class Bell:
+    """A file descriptor that another thread makes readable (a self-pipe), to end at once a
+    ``select`` that waits on it beside a socket. Rung, it stays readable until ``hush``."""
+
+    def __init__(self) -> None:
+        self.fileno, self._ringer = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._lock = threading.Lock()  # ring and close from different threads
+        self._closed = False
+
+    def ring(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            with contextlib.suppress(BlockingIOError):  # the pipe is full: it rings already
+                os.write(self._ringer, b"\0")
+
+    def hush(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # emptied
+            while os.read(self.fileno, 4096):
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                os.close(self.fileno)
+                os.close(self._ringer)

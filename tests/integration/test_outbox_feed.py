@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -16,7 +17,7 @@ from graph_ingest.store.migrate import migrate
 from graph_ingest.store.outbox import OutboxRow
 from graph_ingest.store.postgres.outbox import PostgresOutboxFeed
 from graph_ingest.store.postgres.store import PostgresOperationStore
-from graph_ingest.waiting import wait_until
+from graph_ingest.waiting import Bell, wait_until
 from tests.integration.test_postgres_store import TOPIC, encode, pg, store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -154,6 +155,25 @@ def test_rows_without_a_stage_wake_the_feed_and_so_does_a_mixed_commit(
             )
     assert listening.wait_for_rows(30.0) is True
     assert len(listening.unpublished(10)) == 4
+
+
+def test_a_rung_bell_ends_the_wait_without_rows(listening: PostgresOutboxFeed) -> None:
+    bell = Bell()
+    try:
+        threading.Timer(0.1, bell.ring).start()
+        started = time.monotonic()
+        assert listening.wait_for_rows(60.0, wake=bell.fileno) is False
+        assert time.monotonic() - started < 30.0
+    finally:
+        bell.close()
+
+
+def test_a_notification_received_during_a_query_is_not_missed(
+    listening: PostgresOutboxFeed, store: PostgresOperationStore
+) -> None:
+    enqueue(store, 1, Stage.COMPLETED)
+    listening.unpublished(10)  # the notification arrives while the feed's session is busy
+    assert listening.wait_for_rows(30.0) is True
 
 
 def test_rows_of_another_schema_do_not_wake_the_feed(

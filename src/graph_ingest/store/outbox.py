@@ -70,10 +70,11 @@ class OutboxFeed(Protocol):
 class OutboxSignal(Protocol):
     """Word of committed outbox rows, on the feed's session (the relay's idle wait)."""
 
-    def wait_for_rows(self, timeout_s: float) -> bool:
+    def wait_for_rows(self, timeout_s: float, wake: int | None = None) -> bool:
         """Wait until rows are committed to the outbox, at most ``timeout_s``: True when told of
-        new rows (there may be none left by then), False when the time ran out. A StoreError
-        when the session fails (the relay then drops it, as for the feed's calls)."""
+        new rows (there may be none left by then), False when the time ran out or the file
+        descriptor ``wake`` became readable (another thread ends the wait: ``waiting.Bell``). A
+        StoreError when the session fails (the relay then drops it, as for the feed's calls)."""
 
 
 __all__ = ["OutboxFeed", "OutboxRow", "OutboxSignal", "OutboxWriter"]

@@ -7,6 +7,7 @@ statements name the table with its schema: the relay's connection has no search_
 
 from __future__ import annotations
 
+import select
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -122,15 +123,24 @@ class PostgresOutboxFeed:
         with translating(), self._connect() as conn:
             return self._scalar(conn, query)
 
-    def wait_for_rows(self, timeout_s: float) -> bool:
+    def wait_for_rows(self, timeout_s: float, wake: int | None = None) -> bool:
         conn = self._require()
         deadline = time.monotonic() + timeout_s
+        watched = [conn.fileno()] if wake is None else [conn.fileno(), wake]
         with translating():
-            while (remaining := deadline - time.monotonic()) > 0:
-                for notice in conn.notifies(timeout=remaining, stop_after=1):
-                    if notice.payload == self._settings.schema_name:
-                        return True
-        return False
+            # told already? (notifications that came in during a query wait in psycopg's backlog)
+            while not self._told(conn):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                readable, _, _ = select.select(watched, [], [], remaining)
+                if wake is not None and wake in readable:
+                    return False
+        return True
+
+    def _told(self, conn: psycopg.Connection[tuple[Any, ...]]) -> bool:
+        """Whether the notifications received so far include one for this schema (no wait)."""
+        return any(n.payload == self._settings.schema_name for n in conn.notifies(timeout=0))
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
         return psycopg.connect(self._settings.conninfo(), autocommit=True)
