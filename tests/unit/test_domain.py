@@ -6,9 +6,9 @@ from pydantic import ValidationError
 from graph_ingest.domain.errors import IllegalTransition, InvalidIdentifier
 from graph_ingest.domain.identifiers import validate_identifier
 from graph_ingest.domain.ids import derive_operation_id
-from graph_ingest.domain.mutation import EdgeUpsert, Mutation, NodeUpsert
+from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert
 from graph_ingest.domain.stages import LEGAL_TRANSITIONS, Stage, check_transition
-from graph_ingest.domain.state import normalize_name
+from graph_ingest.domain.state import DocumentState, normalize_name
 from tests.samples import Entity, sample_plan
 from tests.unit.plans import plan_for
 
@@ -46,6 +46,55 @@ def test_mutation_rejects_duplicate_identities_and_upsert_plus_delete() -> None:
         Mutation(node_upserts=(NodeUpsert(node_id="n"), NodeUpsert(node_id="n")))
     with pytest.raises(ValidationError, match="both upserted and deleted"):
         Mutation(node_upserts=(NodeUpsert(node_id="n"),), node_deletes=("n",))
+
+
+# Two different edges whose ids hold the punctuation of an edge printed as text: printed, they
+# read the same ("(x)-[:T#0]->(y)-[:T#0]->(z)"); compared as identities, they differ.
+LOOKALIKE_EDGES = (
+    {"src": "x)-[:T#0]->(y", "type": "T", "dst": "z"},
+    {"src": "x", "type": "T", "dst": "y)-[:T#0]->(z"},
+)
+
+
+def test_edges_that_print_alike_are_not_duplicates() -> None:
+    mutation = Mutation(
+        node_upserts=tuple(
+            NodeUpsert(node_id=i) for i in ("x", "z", "x)-[:T#0]->(y", "y)-[:T#0]->(z")
+        ),
+        edge_upserts=tuple(EdgeUpsert(**e) for e in LOOKALIKE_EDGES),
+        edge_deletes=tuple(EdgeKey(**e) for e in LOOKALIKE_EDGES),
+    )
+    assert len(mutation.edge_upserts) == len(mutation.edge_deletes) == 2
+    state = DocumentState(
+        space="s",
+        document_id="d",
+        revision=1,
+        operation_id="op",
+        content_hash="h",
+        document_version="v1",
+        edge_keys=tuple(EdgeKey(**e) for e in LOOKALIKE_EDGES),
+    )
+    assert len(state.edge_keys) == 2
+
+
+def test_a_repeated_edge_is_a_duplicate_named_in_the_error() -> None:
+    edge = {"src": "a", "type": "KNOWS", "dst": "b", "rank": 2}
+    with pytest.raises(
+        ValidationError, match=r"duplicate edge upsert identities: \['\(a\)-\[:KNOWS#2\]->\(b\)'\]"
+    ):
+        Mutation(edge_upserts=(EdgeUpsert(**edge), EdgeUpsert(**edge)))
+    with pytest.raises(ValidationError, match="duplicate edge delete"):
+        Mutation(edge_deletes=(EdgeKey(**edge), EdgeKey(**edge)))
+    with pytest.raises(ValidationError, match="duplicate kept edge key"):
+        DocumentState(
+            space="s",
+            document_id="d",
+            revision=1,
+            operation_id="op",
+            content_hash="h",
+            document_version="v1",
+            kept_edge_keys=(EdgeKey(**edge), EdgeKey(**edge)),
+        )
 
 
 def test_forward_path_and_retry_loop_are_legal() -> None:

@@ -67,10 +67,20 @@ class EdgeIdentity(Protocol):
     def rank(self) -> int: ...
 
 
-def edge_text(edge: EdgeIdentity) -> str:
-    """An edge's identity as text, from the edge itself (building an EdgeKey costs a validation:
-    this runs for every edge of every decoded plan)."""
-    return f"({edge.src})-[:{edge.type}#{edge.rank}]->({edge.dst})"
+EdgeTuple = tuple[str, str, str, int]
+
+
+def edge_identity(edge: EdgeIdentity) -> EdgeTuple:
+    """An edge's identity (src, type, dst, rank), from the edge itself (building an EdgeKey costs
+    a validation: this runs for every edge of every decoded plan)."""
+    return (edge.src, edge.type, edge.dst, edge.rank)
+
+
+def edge_identity_text(identity: EdgeTuple) -> str:
+    """An edge's identity as people read it; two different edges may read alike (ids may hold
+    any character): compare ``edge_identity``, never this."""
+    src, type_, dst, rank = identity
+    return f"({src})-[:{type_}#{rank}]->({dst})"
 
 
 class EdgeKey(FrozenModel):
@@ -81,11 +91,11 @@ class EdgeKey(FrozenModel):
     dst: StoredId
     rank: SafeInteger = 0
 
-    def sort_key(self) -> tuple[str, str, str, int]:
-        return (self.src, self.type, self.dst, self.rank)
+    def sort_key(self) -> EdgeTuple:
+        return edge_identity(self)
 
     def __str__(self) -> str:
-        return edge_text(self)
+        return edge_identity_text(edge_identity(self))
 
 
 class EdgeUpsert(FrozenModel):
@@ -124,9 +134,13 @@ class Mutation(FrozenModel):
         for edge in self.edge_upserts:
             _validate_properties(edge.properties)
         reject_duplicates("node upsert", [n.node_id for n in self.node_upserts])
-        reject_duplicates("edge upsert", [edge_text(e) for e in self.edge_upserts])
+        reject_duplicates(
+            "edge upsert", [edge_identity(e) for e in self.edge_upserts], edge_identity_text
+        )
         reject_duplicates("node delete", list(self.node_deletes))
-        reject_duplicates("edge delete", [str(e) for e in self.edge_deletes])
+        reject_duplicates(
+            "edge delete", [edge_identity(e) for e in self.edge_deletes], edge_identity_text
+        )
         both = self.upserted_node_ids() & set(self.node_deletes)
         if both:
             raise ValueError(f"nodes both upserted and deleted: {sorted(both)[:5]}")

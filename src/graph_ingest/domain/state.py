@@ -19,7 +19,7 @@ from graph_ingest.domain.limits import (
     check_index_key,
 )
 from graph_ingest.domain.model import FrozenModel, reject_duplicates
-from graph_ingest.domain.mutation import EdgeKey, edge_text
+from graph_ingest.domain.mutation import EdgeKey, edge_identity, edge_identity_text
 
 
 class FactKind(StrEnum):
@@ -82,9 +82,12 @@ class DocumentState(FrozenModel):
         # Checked at planning time: a repeat found only at commit would strand the plan after
         # its graph write (and the fingerprint, which sorts sets, would not tell the copies apart).
         reject_duplicates("node id", self.node_ids)
-        reject_duplicates("edge key", [edge_text(k) for k in self.edge_keys])
-        reject_duplicates("superseded edge key", [edge_text(k) for k in self.superseded_edge_keys])
-        reject_duplicates("kept edge key", [edge_text(k) for k in self.kept_edge_keys])
+        for what, keys in (
+            ("edge key", self.edge_keys),
+            ("superseded edge key", self.superseded_edge_keys),
+            ("kept edge key", self.kept_edge_keys),
+        ):
+            reject_duplicates(what, [edge_identity(k) for k in keys], edge_identity_text)
         reject_duplicates("fact source", [f.fact_id for f in self.fact_sources])
         for fact in self.fact_sources:
             check_index_key(
