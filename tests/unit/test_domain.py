@@ -54,47 +54,41 @@ LOOKALIKE_EDGES = (
     {"src": "x)-[:T#0]->(y", "type": "T", "dst": "z"},
     {"src": "x", "type": "T", "dst": "y)-[:T#0]->(z"},
 )
+REPEATED_EDGE = {"src": "a", "type": "KNOWS", "dst": "b", "rank": 2}
 
 
-def test_edges_that_print_alike_are_not_duplicates() -> None:
-    mutation = Mutation(
-        node_upserts=tuple(
-            NodeUpsert(node_id=i) for i in ("x", "z", "x)-[:T#0]->(y", "y)-[:T#0]->(z")
-        ),
-        edge_upserts=tuple(EdgeUpsert(**e) for e in LOOKALIKE_EDGES),
-        edge_deletes=tuple(EdgeKey(**e) for e in LOOKALIKE_EDGES),
-    )
-    assert len(mutation.edge_upserts) == len(mutation.edge_deletes) == 2
-    state = DocumentState(
+def state_with(**edge_keys: tuple[EdgeKey, ...]) -> DocumentState:
+    return DocumentState(
         space="s",
         document_id="d",
         revision=1,
         operation_id="op",
         content_hash="h",
         document_version="v1",
-        edge_keys=tuple(EdgeKey(**e) for e in LOOKALIKE_EDGES),
+        **edge_keys,
     )
-    assert len(state.edge_keys) == 2
+
+
+def test_edges_that_print_alike_are_not_duplicates() -> None:
+    ids = ("x", "z", "x)-[:T#0]->(y", "y)-[:T#0]->(z")
+    mutation = Mutation(
+        node_upserts=tuple(NodeUpsert(node_id=i) for i in ids),
+        edge_upserts=tuple(EdgeUpsert(**e) for e in LOOKALIKE_EDGES),
+        edge_deletes=tuple(EdgeKey(**e) for e in LOOKALIKE_EDGES),
+    )
+    assert len(mutation.edge_upserts) == len(mutation.edge_deletes) == 2
+    assert len(state_with(edge_keys=tuple(EdgeKey(**e) for e in LOOKALIKE_EDGES)).edge_keys) == 2
 
 
 def test_a_repeated_edge_is_a_duplicate_named_in_the_error() -> None:
-    edge = {"src": "a", "type": "KNOWS", "dst": "b", "rank": 2}
-    with pytest.raises(
-        ValidationError, match=r"duplicate edge upsert identities: \['\(a\)-\[:KNOWS#2\]->\(b\)'\]"
-    ):
-        Mutation(edge_upserts=(EdgeUpsert(**edge), EdgeUpsert(**edge)))
+    upsert, key = EdgeUpsert(**REPEATED_EDGE), EdgeKey(**REPEATED_EDGE)
+    named = r"duplicate edge upsert identities: \['\(a\)-\[:KNOWS#2\]->\(b\)'\]"
+    with pytest.raises(ValidationError, match=named):
+        Mutation(edge_upserts=(upsert, upsert))
     with pytest.raises(ValidationError, match="duplicate edge delete"):
-        Mutation(edge_deletes=(EdgeKey(**edge), EdgeKey(**edge)))
+        Mutation(edge_deletes=(key, key))
     with pytest.raises(ValidationError, match="duplicate kept edge key"):
-        DocumentState(
-            space="s",
-            document_id="d",
-            revision=1,
-            operation_id="op",
-            content_hash="h",
-            document_version="v1",
-            kept_edge_keys=(EdgeKey(**edge), EdgeKey(**edge)),
-        )
+        state_with(kept_edge_keys=(key, key))
 
 
 def test_forward_path_and_retry_loop_are_legal() -> None:
