@@ -26,7 +26,7 @@ from graph_ingest.store.postgres.session import TransactionSession
 from graph_ingest.store.postgres.translate import translated, translating
 
 NOTIFY_CHANNEL = "graph_ingest_outbox"
-"""Where committed outbox rows are announced, with their schema as payload: the rows that end a
+"""Where committed outbox rows are announced, with their schema as payload: the rows that end an
 operation's journey or carry no stage (migrations 0013, 0014)."""
 
 ENQUEUE = """
