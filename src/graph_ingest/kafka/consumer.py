@@ -57,8 +57,10 @@ Partition = tuple[str, int]
 # The log record attribute of a retry-tier message's delivery: seconds after it was due.
 TIER_LATENESS = "tier_lateness_s"
 # A batch lingers for more messages only while they keep coming: a trickle is not held back for
-# the whole linger (librdkafka's consume waits out its timeout unless the batch fills).
-LINGER_GAP_S = 0.005
+# the whole linger (librdkafka's consume waits out its timeout unless the batch fills). A fetch
+# response lands in the local queue at once, so 1 ms is enough; 5 ms held every lone plan 4 ms
+# longer and made batches no larger at a backlog (benchmarks/latency_stages.py, throughput.py).
+LINGER_GAP_S = 0.001
 RevokeHandler = Callable[[set[Partition]], None]
 AssignHandler = Callable[[frozenset[Partition]], None]
 # Where to start reading newly assigned partitions, when the worker keeps its positions itself
