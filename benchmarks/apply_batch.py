@@ -1,12 +1,15 @@
 """The apply path alone, in process: CPU of ``PlanApplier.apply`` per plan and the database
 round trips per batch, without Kafka, decoding or the relay.
 
-    python benchmarks/apply_batch.py [--workload small] [--plans 2000] [--batch 200] [--profile]
+    python benchmarks/apply_batch.py [--workload small] [--plans 2000] [--batch 200]
+                                     [--pause S] [--profile]
 
 Applies the workload's warm-up, then its plans in batches of ``--batch`` (as the applier does
 when it drains a backlog), on a schema and label of its own. Prints the calling thread's CPU ms
 per plan, the PostgreSQL statements and Neo4j queries per batch (counted at the drivers' calls),
-and with ``--profile`` the heaviest functions (cProfile, cumulative and own time).
+each batch's wall time and its Neo4j write's (p50/p95/p99/max: ``--batch 1 --pause 0.03`` is a
+trickle of lone plans without Kafka, where a slow graph write shows), and with ``--profile`` the
+heaviest functions (cProfile, cumulative and own time).
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ import pstats
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import neo4j
 import psycopg
 from isolation import bench_stack, graph_label, isolated
+from results import percentiles
 from workloads import build
 
 from graph_ingest.consumers.plan_message import PlanMessage
@@ -59,6 +63,19 @@ def counting() -> Iterator[Counter[str]]:
         neo4j.ManagedTransaction.run = neo_run  # type: ignore[method-assign]
 
 
+def timed(call: Callable[..., Any], into: list[float]) -> Callable[..., Any]:
+    """``call``, appending each call's wall time (ms) to ``into``."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            into.append((time.perf_counter() - started) * 1000)
+
+    return wrapper
+
+
 def messages(plans: tuple[IngestionPlan, ...], start: int) -> list[PlanMessage]:
     """The plans as the applier's consumer hands them over: decoded, with their headers."""
     out = []
@@ -76,6 +93,7 @@ def main() -> None:
     parser.add_argument("--workload", default="small")
     parser.add_argument("--plans", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds between batches")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     base = bench_stack()
@@ -95,29 +113,38 @@ def main() -> None:
                 measured[start : start + args.batch]
                 for start in range(0, len(measured), args.batch)
             ]
+            batch_ms: list[float] = []
+            graph_ms: list[float] = []
+            graph.apply = timed(graph.apply, graph_ms)  # type: ignore[method-assign]
             gc.collect()
             gc.freeze()  # the workload's plans are this process's, not an applier's: off the GC
             profile = cProfile.Profile(time.thread_time) if args.profile else None
             with counting() as counts:
-                cpu, wall = time.thread_time(), time.perf_counter()
+                cpu = time.thread_time()
                 if profile:
                     profile.enable()
                 outcomes: Counter[str] = Counter()
                 for batch in batches:
+                    began = time.perf_counter()
                     outcomes.update(o.value for o in applier.apply(batch).values())
+                    batch_ms.append((time.perf_counter() - began) * 1000)
+                    time.sleep(args.pause)
                 if profile:
                     profile.disable()
-                cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+                cpu = time.thread_time() - cpu
     plans = len(measured)
     print(f"outcomes: {dict(outcomes)}")
     print(
         f"{plans} plans in {len(batches)} batches: CPU {cpu * 1000 / plans:.3f} ms/plan "
-        f"(thread), wall {wall * 1000 / plans:.3f} ms/plan"
+        f"(thread), wall {sum(batch_ms) / plans:.3f} ms/plan (pauses left out)"
     )
     print(
         f"per batch: {counts['postgres'] / len(batches):.1f} PostgreSQL statements, "
         f"{counts['neo4j'] / len(batches):.1f} Neo4j queries"
     )
+    for what, times in (("a batch", batch_ms), ("its Neo4j write", graph_ms)):
+        shown = " / ".join(f"{v:.1f}" for v in (*percentiles(times).values(), max(times)))
+        print(f"{what}: p50 / p95 / p99 / max {shown} ms")
     for name, n in sorted(counts.items()):
         if name.startswith("pg: "):
             print(f"  {n / len(batches):5.1f} {name[4:]}")

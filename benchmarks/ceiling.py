@@ -78,7 +78,7 @@ def statements(label: str, plans: Sequence[IngestionPlan]) -> Iterator[Statement
     for edge_type, rows in by_type.items():
         rel = cypher.quote(edge_type, what="edge type")
         query = (
-            f"UNWIND $rows AS row MATCH (a:{base} {{{node}: row.src}}) "
+            f"{cypher.KEEP_PLAN}UNWIND $rows AS row MATCH (a:{base} {{{node}: row.src}}) "
             f"MATCH (b:{base} {{{node}: row.dst}}) "
             f"MERGE (a)-[r:{rel} {{{rank}: row.rank}}]->(b) SET r += row.props"
         )

@@ -105,22 +105,23 @@ def test_node_upserts_group_by_base_label_and_sorted_extra_labels() -> None:
 
 def test_node_upsert_query_text() -> None:
     assert cypher.node_upsert_query("Entity", ["Agent", "Person"]) == (
-        "UNWIND $rows AS row MERGE (n:`Entity` {node_id: row.id}) "
+        "CYPHER replan=skip UNWIND $rows AS row MERGE (n:`Entity` {node_id: row.id}) "
         "SET n += row.props SET n:`Agent`:`Person`"
     )
     assert cypher.node_upsert_query("Entity", []) == (
-        "UNWIND $rows AS row MERGE (n:`Entity` {node_id: row.id}) SET n += row.props"
+        "CYPHER replan=skip UNWIND $rows AS row MERGE (n:`Entity` {node_id: row.id}) "
+        "SET n += row.props"
     )
 
 
 def test_edge_queries_text() -> None:
     assert cypher.edge_upsert_query("Entity", "KNOWS") == (
-        "UNWIND $rows AS row MATCH (a:`Entity` {node_id: row.src}) "
+        "CYPHER replan=skip UNWIND $rows AS row MATCH (a:`Entity` {node_id: row.src}) "
         "MATCH (b:`Entity` {node_id: row.dst}) "
         "MERGE (a)-[r:`KNOWS` {rank: row.rank}]->(b) SET r += row.props RETURN count(r) AS merged"
     )
     assert cypher.edge_delete_query("Entity", "KNOWS") == (
-        "UNWIND $rows AS row MATCH (a:`Entity` {node_id: row.src})-[r:`KNOWS` {rank: row.rank}]->"
+        "CYPHER replan=skip UNWIND $rows AS row MATCH (a:`Entity` {node_id: row.src})-[r:`KNOWS` {rank: row.rank}]->"
         "(b:`Entity` {node_id: row.dst}) DELETE r"
     )
     assert cypher.constraint_query("Entity") == (

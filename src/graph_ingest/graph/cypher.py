@@ -24,6 +24,12 @@ EDGE_RANK_PROPERTY = "rank"
 
 Row = dict[str, Any]
 
+# The write statements keep the plan they were first given. Neo4j plans them again whenever the
+# label's counts have moved by more than 75 % (at most every 10 s), which costs the write that
+# meets it 50-250 ms; every plan of these statements seeks the unique node_id index whatever
+# the counts, so a new one gains nothing (docs/performance.md, third round).
+KEEP_PLAN = "CYPHER replan=skip "
+
 
 class StatementKind(StrEnum):
     """In apply order."""
@@ -71,7 +77,7 @@ def node_upsert_query(base_label: str, extra_labels: Sequence[str]) -> str:
     base = quote(base_label, what="label")
     set_labels = f" SET n{_labels(extra_labels)}" if extra_labels else ""
     return (
-        f"UNWIND $rows AS row MERGE (n:{base} {{{NODE_ID_PROPERTY}: row.id}}) "
+        f"{KEEP_PLAN}UNWIND $rows AS row MERGE (n:{base} {{{NODE_ID_PROPERTY}: row.id}}) "
         f"SET n += row.props{set_labels}"
     )
 
@@ -80,7 +86,7 @@ def edge_upsert_query(base_label: str, edge_type: str) -> str:
     base = quote(base_label, what="label")
     rel = quote(edge_type, what="edge type")
     return (
-        f"UNWIND $rows AS row "
+        f"{KEEP_PLAN}UNWIND $rows AS row "
         f"MATCH (a:{base} {{{NODE_ID_PROPERTY}: row.src}}) "
         f"MATCH (b:{base} {{{NODE_ID_PROPERTY}: row.dst}}) "
         f"MERGE (a)-[r:{rel} {{{EDGE_RANK_PROPERTY}: row.rank}}]->(b) "
@@ -104,7 +110,7 @@ def edge_delete_query(base_label: str, edge_type: str) -> str:
     base = quote(base_label, what="label")
     rel = quote(edge_type, what="edge type")
     return (
-        f"UNWIND $rows AS row "
+        f"{KEEP_PLAN}UNWIND $rows AS row "
         f"MATCH (a:{base} {{{NODE_ID_PROPERTY}: row.src}})"
         f"-[r:{rel} {{{EDGE_RANK_PROPERTY}: row.rank}}]->"
         f"(b:{base} {{{NODE_ID_PROPERTY}: row.dst}}) DELETE r"
@@ -114,7 +120,7 @@ def edge_delete_query(base_label: str, edge_type: str) -> str:
 def node_delete_query(base_label: str, *, detach: bool) -> str:
     base = quote(base_label, what="label")
     delete = "DETACH DELETE" if detach else "DELETE"
-    return f"UNWIND $rows AS id MATCH (n:{base} {{{NODE_ID_PROPERTY}: id}}) {delete} n"
+    return f"{KEEP_PLAN}UNWIND $rows AS id MATCH (n:{base} {{{NODE_ID_PROPERTY}: id}}) {delete} n"
 
 
 def linked_nodes_query(base_label: str) -> str:
