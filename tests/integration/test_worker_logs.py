@@ -1,5 +1,5 @@
 """What a worker's stderr holds (issue 19 item 6): at the default verbosity it says that it
-started (kind, worker id, group) and stopped; at any verbosity no password set in its settings
+started (kind, worker id, group, the collector threshold it set: issue 20) and stopped; at any verbosity no password set in its settings
 appears, in text or JSON; every JSON line parses and names the worker."""
 
 from __future__ import annotations
@@ -26,7 +26,14 @@ def test_a_worker_says_it_started_and_stopped_and_never_shows_a_password(
     # Given an applier with passwords set
     log = tmp_path / "applier.log"
     applier = start_worker(
-        pipeline, "applier", "applier-logs", log, *verbosity, "--log-format", log_format
+        pipeline,
+        "applier",
+        "applier-logs",
+        log,
+        *verbosity,
+        "--log-format",
+        log_format,
+        env={"GRAPH_INGEST_GC__YOUNG_THRESHOLD": "20000"},
     )
     processes: list[subprocess.Popen[bytes]] = [applier]
     try:
@@ -45,7 +52,8 @@ def test_a_worker_says_it_started_and_stopped_and_never_shows_a_password(
         messages = [str(r["message"]) for r in records]
     else:
         messages = log.read_text().splitlines()
-    assert any(f"applier worker applier-logs started (group {group})" in m for m in messages)
+    started = f"applier worker applier-logs started (group {group}, gc young threshold 20000)"
+    assert any(started in m for m in messages)
     assert any("applier worker applier-logs stopped" in m for m in messages)
     # (with its member id, each assignment change: kafka/membership.py)
     assert any(f"group {group} (" in m and " member " in m and ": assigned " in m for m in messages)

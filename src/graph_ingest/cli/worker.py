@@ -11,6 +11,7 @@ import click
 
 from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import reports_errors
+from graph_ingest.cli.gc_policy import tune_collector
 from graph_ingest.cli.signals import stop_on_signals
 from graph_ingest.consumers.hooks import LoopSubscriber, relay_loop
 from graph_ingest.observability.logs import bind_worker, worker_verbosity
@@ -101,11 +102,15 @@ def _health(
 
 
 @contextmanager
-def _running(kind: str, worker_id: str, group: str) -> Iterator[None]:
-    """Says that the worker started and that it stopped (at INFO, shown by default); every log
-    record in between carries its worker id."""
+def _running(settings: Settings, kind: str, worker_id: str, group: str) -> Iterator[None]:
+    """Sets the garbage collector's thresholds (``gc_policy``); says that the worker started and
+    that it stopped (at INFO, shown by default); every log record in between carries its worker
+    id."""
+    young, _, _ = tune_collector(settings.gc)
     bind_worker(kind=kind, worker_id=worker_id)
-    log.info("%s worker %s started (group %s)", kind, worker_id, group)
+    log.info(
+        "%s worker %s started (group %s, gc young threshold %d)", kind, worker_id, group, young
+    )
     try:
         yield
     except Exception as exc:  # shown as a command error too; here also as a (JSON) record
@@ -157,7 +162,7 @@ def applier(relay: bool, health_port: int | None, metrics_port: int | None) -> N
     stop = stop_on_signals()
     applier = settings.applier
     with (
-        _running("applier", applier.worker_id, applier.group_id),
+        _running(settings, "applier", applier.worker_id, applier.group_id),
         _observed(
             settings,
             "applier",
@@ -211,7 +216,7 @@ def planner(factory: str | None, health_port: int | None, metrics_port: int | No
     stop = stop_on_signals()
     planner_settings = settings.planner
     with (
-        _running("planner", planner_settings.worker_id, planner_settings.group_id),
+        _running(settings, "planner", planner_settings.worker_id, planner_settings.group_id),
         _observed(
             settings,
             "planner",
@@ -251,7 +256,7 @@ def projector(health_port: int | None, metrics_port: int | None) -> None:
     lag = LagForReadiness(settings)
     try:
         with (
-            _running("projector", projector.worker_id, projector.group_id),
+            _running(settings, "projector", projector.worker_id, projector.group_id),
             _observed(
                 settings,
                 "projector",
@@ -285,7 +290,7 @@ def relay(metrics_port: int | None) -> None:
     settings = load_settings()
     schema = settings.postgres.schema_name
     with (
-        _running("relay", relay_loop(schema), f"outbox {schema} (one active)"),
+        _running(settings, "relay", relay_loop(schema), f"outbox {schema} (one active)"),
         _observed(
             settings,
             "relay",

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graph_ingest.settings.api import ApiSettings
 from graph_ingest.settings.applier import ApplierSettings
+from graph_ingest.settings.gc import GcSettings
 from graph_ingest.settings.health import HealthSettings
 from graph_ingest.settings.kafka import KafkaSettings, TopicSettings
 from graph_ingest.settings.llm import LlmSettings
@@ -49,6 +50,7 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
     scrape: ScrapeSettings = ScrapeSettings()
     log: LogSettings = LogSettings()
+    gc: GcSettings = GcSettings()
 
     @model_validator(mode="after")
     def clients_follow_stack_ports(self) -> Settings:
