@@ -41,6 +41,7 @@ from graph_ingest.store.failures import FailureAttempt
 from graph_ingest.store.migrate import available_migrations, migrate
 from graph_ingest.store.operations import NewOperation
 from graph_ingest.store.parking import StoredPlan
+from graph_ingest.store.postgres.registry import SELECT_REGISTRY, PostgresRegistryWriter
 from graph_ingest.store.postgres.store import PostgresOperationStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -697,3 +698,48 @@ def test_a_purged_leader_strands_its_followers_unless_another_operation_is_on_it
     with store.unit_of_work() as uow:
         assert uow.purged_leaders_at([(SPACE, "d", 0)]) == {}
     assert store.stranded_parked(older_than_s=0, limit=10) == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "generic_plans_kept"), [("force_custom_plan", False), ("auto", True)]
+)
+def test_the_store_plans_a_prepared_statement_again_at_every_run_unless_told_otherwise(
+    pg: PostgresSettings, mode: str, generic_plans_kept: bool
+) -> None:
+    # Issue 20: under "auto" PostgreSQL keeps a generic plan after five runs. The registry
+    # lookup's, made while the table was small, scanned the whole space with a linear search of
+    # the batch's names per row as the registry grew: seconds per batch until autoanalyze.
+    settings = pg.model_copy(update={"plan_cache_mode": mode})
+    batch = {  # a batch of 100 small plans' names: planned with them, a run looks costly
+        "space": [SPACE],
+        "entity_type": ["Person"],
+        "normalized_name": [f"name {i}" for i in range(1000)],
+        "node_id": [f"n{i}" for i in range(1000)],
+    }
+    with psycopg.connect(settings.conninfo()) as conn:
+        for _ in range(8):
+            conn.execute(SELECT_REGISTRY, batch, prepare=True)
+        ((generic, custom),) = conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE '%FROM entity_registry%'"
+        ).fetchall()
+    assert (generic > 0) is generic_plans_kept, (generic, custom)
+    assert custom + generic == 8
+
+
+def test_the_registry_lookup_is_planned_afresh_at_every_batch(pg: PostgresSettings) -> None:
+    # Issue 20: its generic plan, made while the registry was small, scanned the whole space as
+    # it grew. Prepared statements are per session: the writer runs on this one.
+    with psycopg.connect(pg.conninfo()) as conn:
+        writer = PostgresRegistryWriter(conn, event_encoder=encode, operations_topic=TOPIC)
+        for batch in range(8):
+            with conn.transaction():
+                writer.register_entities(
+                    [reg(f"Name {batch} {i}", f"n{batch}-{i}") for i in range(3)]
+                )
+        prepared = [
+            statement
+            for (statement,) in conn.execute("SELECT statement FROM pg_prepared_statements")
+        ]
+    assert any("INSERT INTO entity_registry" in s for s in prepared), prepared  # the upsert is
+    assert not any("FROM entity_registry" in s and "FOR UPDATE" in s for s in prepared), prepared

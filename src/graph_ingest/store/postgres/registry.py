@@ -22,7 +22,10 @@ LOCK_REGISTRY_NODES = advisory_xact_locks("entity_registry")
 
 
 # Existing rows for any of the keys or nodes (a superset: the caller matches exactly), locked.
-# Written as two index-friendly disjuncts (primary key; (space, node_id)).
+# Written as two index-friendly disjuncts (primary key; (space, node_id)). Never prepared: a
+# generic plan made while the registry was small keeps an index scan on the space alone, then
+# tests every row of it against the batch's arrays one by one as the registry grows (issue 20:
+# a stall of seconds per batch in a fresh schema until autoanalyze came round).
 SELECT_REGISTRY = """
 SELECT space, entity_type, normalized_name, name, node_id, aliases
 FROM entity_registry
@@ -95,6 +98,7 @@ class PostgresRegistryWriter(TransactionSession):
                     "normalized_name": sorted({r.normalized_name for r in merged}),
                     "node_id": sorted({r.node_id for r in merged}),
                 },
+                prepare=False,
             )
         ]
         check_against_existing(merged, existing)

@@ -42,11 +42,17 @@ class TransactionSession:
         self._encode = event_encoder
         self._topic = operations_topic
 
-    def _execute(self, query: str, params: Mapping[str, Any]) -> None:
-        self._cur.execute(query, params)
+    def _execute(
+        self, query: str, params: Mapping[str, Any], *, prepare: bool | None = None
+    ) -> None:
+        """``prepare``: psycopg's (None: prepared from its fifth run; False: never, so
+        PostgreSQL plans it afresh at every run, with the tables' current sizes)."""
+        self._cur.execute(query, params, prepare=prepare)
 
-    def _fetch(self, query: str, params: Mapping[str, Any]) -> list[DictRow]:
-        self._execute(query, params)
+    def _fetch(
+        self, query: str, params: Mapping[str, Any], *, prepare: bool | None = None
+    ) -> list[DictRow]:
+        self._execute(query, params, prepare=prepare)
         return self._cur.fetchall()
 
     @contextmanager
