@@ -2,6 +2,7 @@
 the latency of each leg of its journey, from the stage times the applier stores.
 
     python benchmarks/latency_stages.py [--workload small|hot|...] [--plans N] [--rate R]
+                                        [--timeline]
 
 Legs, per operation (p50 / p95 / p99 ms): publish → PREPARED (Kafka delivery, waiting for the
 batch before it, the batch's formation and decode), PREPARED → GRAPH_APPLIED (the admission's
@@ -10,6 +11,11 @@ read from the operations topic (the commit, the relay and Kafka). The stage time
 applier's clock when it decided each stage, so a leg ends before its commit does; publish → event
 is the whole journey. Then the CPU ms per plan of each process group over the trickle
 (``cpu.py``): at a trickle the fixed costs per batch and per relay pass show.
+
+``--timeline``: also each second of the run (by publish time), the slowest plan's time in each
+leg: a queue that builds behind a slow moment shows as a run of growing rows, and the leg where
+it builds says which step fell behind (``--rate 200 --plans 4000`` found the registry lookup's
+stale plan of issue 20 that way).
 """
 
 from __future__ import annotations
@@ -34,20 +40,33 @@ POINTS = ("publish", Stage.PREPARED, Stage.GRAPH_APPLIED, Stage.COMPLETED, "even
 WHOLE = "publish → event"
 
 
-def legs(
+LEGS = (*(f"{a} → {b}" for a, b in itertools.pairwise(POINTS)), WHOLE)
+
+
+def journeys(
     sent: dict[str, float], stages: dict[str, dict[str, str]], events: dict[str, float]
 ) -> dict[str, list[float]]:
-    """Per leg, each operation's ms: ``sent`` and ``events`` are epoch seconds by operation,
-    ``stages`` the stage times as stored (ISO 8601)."""
-    found: dict[str, list[float]] = {f"{a} → {b}": [] for a, b in itertools.pairwise(POINTS)}
-    found[WHOLE] = []
+    """Each operation's ms in every leg (``LEGS`` order): ``sent`` and ``events`` are epoch
+    seconds by operation, ``stages`` the stage times as stored (ISO 8601)."""
+    found = {}
     for op, at in sent.items():
         stamped = [datetime.fromisoformat(stages[op][stage]).timestamp() for stage in POINTS[1:-1]]
         times = [at, *stamped, events[op]]
-        for name, (start, end) in zip(found, itertools.pairwise(times), strict=False):
-            found[name].append((end - start) * 1000)
-        found[WHOLE].append((events[op] - at) * 1000)
+        steps = [(end - start) * 1000 for start, end in itertools.pairwise(times)]
+        found[op] = [*steps, (events[op] - at) * 1000]
     return found
+
+
+def print_timeline(sent: dict[str, float], journey: dict[str, list[float]]) -> None:
+    """Per second of publishing, how many plans left and the slowest one's ms in each leg."""
+    start = min(sent.values())
+    by_second: dict[int, list[list[float]]] = {}
+    for op, at in sent.items():
+        by_second.setdefault(int(at - start), []).append(journey[op])
+    print("second  plans  slowest ms per leg: " + " | ".join(LEGS))
+    for second, rows in sorted(by_second.items()):
+        slowest = " ".join(f"{max(leg):9.0f}" for leg in zip(*rows, strict=True))
+        print(f"{second:6d} {len(rows):6d}  {slowest}")
 
 
 def main() -> None:
@@ -58,6 +77,9 @@ def main() -> None:
     parser.add_argument("--plans", type=int, default=300)
     parser.add_argument("--rate", type=float, default=20.0, help="plans/s (default 20)")
     parser.add_argument("--out", type=Path, default=Path("build/bench"))
+    parser.add_argument(
+        "--timeline", action="store_true", help="also the slowest plan per leg, second by second"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     base = bench_stack()
@@ -70,11 +92,13 @@ def main() -> None:
             sent, _ = run.publish(workload, args.rate)
             window.stop()
         stages = dict(sql(settings, "SELECT operation_id, stage_times FROM operations"))
-    found = legs(sent, stages, run.events.seen)
+    journey = journeys(sent, stages, run.events.seen)
+    if args.timeline:
+        print_timeline(sent, journey)
     print(f"{args.workload}: {len(sent)} plans at {args.rate:g}/s, one applier")
     print(f"{'leg':<34} {'p50':>7} {'p95':>7} {'p99':>7}   ms")
-    for name, values in found.items():
-        p = percentiles(values)
+    for name, values in zip(LEGS, zip(*journey.values(), strict=True), strict=True):
+        p = percentiles(list(values))
         print(f"{name:<34} {p['p50']:7.1f} {p['p95']:7.1f} {p['p99']:7.1f}")
     per_plan = {group: spent * 1000 / len(sent) for group, spent in window.spent.items()}
     cells = ", ".join(f"{group} {ms:.2f}" for group, ms in per_plan.items())
