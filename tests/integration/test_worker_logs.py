@@ -1,6 +1,7 @@
 """What a worker's stderr holds (issue 19 item 6): at the default verbosity it says that it
-started (kind, worker id, group, the collector threshold it set: issue 20) and stopped; at any verbosity no password set in its settings
-appears, in text or JSON; every JSON line parses and names the worker."""
+started (kind, worker id, group, the collector threshold it set: issue 20) and stopped; at any
+verbosity no password set in its settings appears, in text or JSON; every JSON line parses and
+names the worker."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ class GcSettings(Section):
         description="a worker collects its young objects once this many more have been allocated"
         " than freed (Python's threshold0: 700). A batch of decoded plans is tens of thousands of"
         " objects alive for the batch; at 700, collections rescan it again and again and promote"
-        " it to the old generations, whose full passes then took about a seventh of an"
+        " it to the old generations, whose full passes then took about a tenth of an"
         " applier's CPU (issue 20). At 50,000 reference counting frees most of a plan's objects"
         " first; garbage in cycles waits at most that many allocations longer",
     )
