@@ -59,6 +59,7 @@ from graph_ingest.schemas.registry import (
     schema_version,
 )
 from tests.unit.dlq_envelopes import attempt, envelope
+from tests.unit.operation_records import operation_record
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -410,7 +411,7 @@ def test_an_operation_written_with_operation_v1_decodes_with_the_v2_defaults() -
     assert BUNDLED.current(OPERATION).version == 2
     op = failed_operation()
     v1_fields = {field["name"] for field in _raw_schema(OPERATION, 1)["fields"]}
-    record = {k: v for k, v in codec._operation_record(op).items() if k in v1_fields}
+    record = {k: v for k, v in operation_record(op).items() if k in v1_fields}
     for name in ("error_id", "trace_id"):
         del record["last_error"][name]
 
@@ -747,7 +748,7 @@ def test_valid_avro_with_an_inconsistent_plan_fails_validation() -> None:
     [
         (
             OPERATION,
-            lambda: codec._operation_record(failed_operation()),
+            lambda: operation_record(failed_operation()),
             "stage",
             "TELEPORTED",
             decode_operation,
@@ -888,7 +889,7 @@ def test_operation_written_with_an_older_schema_decodes_with_the_current_one() -
     op = failed_operation().model_copy(
         update={"dlq_id": None, "next_retry_at": None, "attempts": 0}
     )
-    record = codec._operation_record(op)
+    record = operation_record(op)
     for name in ("dlq_id", "next_retry_at", "attempts"):
         del record[name]
 

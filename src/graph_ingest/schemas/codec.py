@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from fastavro import schemaless_reader, schemaless_writer
@@ -61,7 +60,9 @@ from graph_ingest.domain.mutation import PropertyValue
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.request import IngestRequest
+from graph_ingest.schemas.avro_primitives import HEADER_SIZE, LONG_MAX, LONG_MIN, MARKER, micros
 from graph_ingest.schemas.errors import DecodeError, EncodeError
+from graph_ingest.schemas.operation_writer import write_operation
 from graph_ingest.schemas.registry import (
     BREAKER_CONTROL,
     BUNDLED,
@@ -95,13 +96,6 @@ __all__ = [
     "write_single_object",
 ]
 
-MARKER = b"\xc3\x01"
-HEADER_SIZE = len(MARKER) + 8
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -126,7 +120,8 @@ def decode_plan(data: bytes, *, catalogue: SchemaCatalogue = BUNDLED) -> Ingesti
 
 
 def encode_operation(op: Operation) -> bytes:
-    return write_single_object(BUNDLED.current(OPERATION), _operation_record(op))
+    """Written field by field on the applier's hot path (``operation_writer``), not by fastavro."""
+    return write_operation(op)
 
 
 def decode_operation(data: bytes, *, catalogue: SchemaCatalogue = BUNDLED) -> Operation:
@@ -243,11 +238,11 @@ def _plan_record(plan: IngestionPlan) -> dict[str, Any]:
     mutation = record["mutation"]
     for upsert in (*mutation["node_upserts"], *mutation["edge_upserts"]):
         upsert["properties"] = _tagged_properties(upsert["properties"])
-    record["created_at"] = _micros(plan.created_at, "created_at")
+    record["created_at"] = micros(plan.created_at, "created_at")
     state = record["next_state"]
     for name in ("source_updated_at", "committed_at"):
         at = getattr(plan.next_state, name)
-        state[name] = None if at is None else _micros(at, f"next_state.{name}")
+        state[name] = None if at is None else micros(at, f"next_state.{name}")
     return record
 
 
@@ -255,7 +250,7 @@ def _ingest_request_record(request: IngestRequest) -> dict[str, Any]:
     record = request.model_dump(mode="python")
     updated_at = request.source_updated_at
     record["source_updated_at"] = (
-        None if updated_at is None else _micros(updated_at, "source_updated_at")
+        None if updated_at is None else micros(updated_at, "source_updated_at")
     )
     candidates = record["candidates"]
     if candidates is not None:
@@ -266,50 +261,21 @@ def _ingest_request_record(request: IngestRequest) -> dict[str, Any]:
     return record
 
 
-def _operation_record(op: Operation) -> dict[str, Any]:
-    record = op.model_dump(mode="python")
-    record["stage_times"] = {
-        stage.value: _micros(at, f"stage_times[{stage.value}]")
-        for stage, at in op.stage_times.items()
-    }
-    record["next_retry_at"] = (
-        None if op.next_retry_at is None else _micros(op.next_retry_at, "next_retry_at")
-    )
-    record["created_at"] = _micros(op.created_at, "created_at")
-    record["updated_at"] = _micros(op.updated_at, "updated_at")
-    record["waits"] = [
-        {
-            "dependency": wait.dependency,
-            "started_at": _micros(wait.started_at, f"waits[{index}].started_at"),
-            "ended_at": _micros(wait.ended_at, f"waits[{index}].ended_at"),
-        }
-        for index, wait in enumerate(op.waits)
-    ]
-    return record
-
-
 def _dlq_envelope_record(envelope: DlqEnvelope) -> dict[str, Any]:
     record = envelope.model_dump(mode="python")
     for index, (attempt, written) in enumerate(
         zip(envelope.attempts, record["attempts"], strict=True)
     ):
-        written["at"] = _micros(attempt.at, f"attempts[{index}].at")
-    record["dead_lettered_at"] = _micros(envelope.dead_lettered_at, "dead_lettered_at")
+        written["at"] = micros(attempt.at, f"attempts[{index}].at")
+    record["dead_lettered_at"] = micros(envelope.dead_lettered_at, "dead_lettered_at")
     return record
 
 
 def _timestamped_record(event: DegradationEvent | BreakerControl) -> dict[str, Any]:
     """A flat record whose one datetime is ``at``."""
     record = event.model_dump(mode="python")
-    record["at"] = _micros(event.at, "at")
+    record["at"] = micros(event.at, "at")
     return record
-
-
-def _micros(value: datetime, field: str) -> int:
-    """Microseconds since the epoch, exactly; a naive datetime names no instant, so it is refused."""
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise EncodeError(f"{field}: naive datetime {value.isoformat()}; give it a time zone")
-    return (value - _EPOCH) // _MICROSECOND
 
 
 def _tagged_properties(properties: dict[str, PropertyValue]) -> dict[str, Any]:
@@ -330,7 +296,7 @@ def _tagged_scalar(name: str, value: object) -> tuple[str, Any]:
     if isinstance(value, bool):
         return ("boolean", value)
     if isinstance(value, int):
-        if not _LONG_MIN <= value <= _LONG_MAX:
+        if not LONG_MIN <= value <= LONG_MAX:
             raise EncodeError(f"property {name}: integer {value} does not fit in 64 bits")
         return ("long", value)
     if isinstance(value, float):

@@ -98,6 +98,12 @@ class SchemaCatalogue:
         except KeyError:
             raise ConfigurationError(f"no schema for subject {subject!r}") from None
 
+    def version(self, subject: str, number: int) -> SchemaVersion:
+        try:
+            return self._by_version[(subject, number)]
+        except KeyError:
+            raise ConfigurationError(f"no schema {subject}.v{number}") from None
+
     def versions(self) -> tuple[SchemaVersion, ...]:
         return tuple(self._by_fingerprint.values())
 
