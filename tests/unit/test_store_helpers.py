@@ -19,7 +19,7 @@ from graph_ingest.store.migrate import available_migrations
 from graph_ingest.store.postgres.documents import check_commit_batch, stamp_committed_at
 from graph_ingest.store.postgres.operation_rows import operation_from_row, snapshot_values
 from graph_ingest.store.postgres.operations import snapshot_chains
-from graph_ingest.store.postgres.params import key_columns
+from graph_ingest.store.postgres.params import json_text, key_columns
 from graph_ingest.store.submissions import (
     MAX_ISSUE_MESSAGE_LENGTH,
     MAX_SUBMISSION_ISSUES,
@@ -104,9 +104,10 @@ def test_operation_columns_round_trip(with_v2_fields: bool) -> None:
     values = snapshot_values(original)
     row = {
         **values,
-        # what psycopg hands back for JSONB: the JSON values themselves
-        "stage_times": json.loads(json.dumps(values["stage_times"])),
-        "details": json.loads(json.dumps(values["details"])),
+        # what psycopg hands back for JSONB: the JSON values themselves, as the statements
+        # were given them (json_text)
+        "stage_times": json.loads(json_text(values["stage_times"])),
+        "details": json.loads(json_text(values["details"])),
         "space": "kb",
         "document_id": "d",
         "expected_revision": 0,

@@ -15,7 +15,7 @@ _IDENTITY_FIELDS = ("space", "document_id", "expected_revision", "fingerprint", 
 
 def snapshot_values(op: Operation) -> dict[str, Any]:
     """The mutable part of an operation, as column values; its JSON columns as Python values
-    (the statements take their rows as JSON)."""
+    (the statements take their rows as JSON, written by orjson: datetimes included)."""
     error = op.last_error
     return {
         "operation_id": op.operation_id,
@@ -25,7 +25,7 @@ def snapshot_values(op: Operation) -> dict[str, Any]:
         "last_error_code": error.code.value if error else None,
         "last_error_class": storable_or_none(error.error_class) if error else None,
         "last_error_message": storable_or_none(error.message) if error else None,
-        "stage_times": {stage.value: at.isoformat() for stage, at in op.stage_times.items()},
+        "stage_times": {stage.value: at for stage, at in op.stage_times.items()},
         "next_retry_at": op.next_retry_at,
         "dlq_id": op.dlq_id,
         "updated_at": op.updated_at,
@@ -33,20 +33,25 @@ def snapshot_values(op: Operation) -> dict[str, Any]:
     }
 
 
-_DETAILS = (
+_OPTIONAL_DETAILS = (
     "plan_kind",
     "submission_id",
     "document_version",
     "retry_tier",
     "parked_behind",
-    "waits",
 )
+_DETAILS = (*_OPTIONAL_DETAILS, "waits")
 """The fields operation.v2 added, kept in one JSONB column (migration 0009)."""
 
 
 def _details(op: Operation) -> dict[str, Any]:
-    """What operation.v2 added, as JSON: only what is set (most operations set little)."""
-    details = op.model_dump(mode="json", include=set(_DETAILS), exclude_defaults=True)
+    """What operation.v2 added, as JSON: only what is set (most operations set little). Read
+    from the attributes: ``model_dump`` took a quarter of an operation's row, on every stage."""
+    details: dict[str, Any] = {
+        name: value for name in _OPTIONAL_DETAILS if (value := getattr(op, name)) is not None
+    }
+    if op.waits:
+        details["waits"] = [wait.model_dump() for wait in op.waits]
     error = op.last_error
     if error is not None:
         details.update(
