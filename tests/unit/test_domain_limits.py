@@ -87,3 +87,11 @@ def test_an_index_key_is_measured_in_utf8_bytes(parts: tuple[str, ...], fits: bo
         return
     with pytest.raises(ValueError, match=r"key '.{0,80}' is 20\d\d bytes in UTF-8; at most 2000"):
         check_index_key("key", *parts, shown=parts[0])
+
+
+def test_a_registry_key_past_the_index_limit_is_refused_naming_it() -> None:
+    # 500 four-byte characters fit a stored id (512) but not, with the space and type, an index.
+    name = "\N{GRINNING FACE}" * 500
+
+    with pytest.raises(ValidationError, match=r"registry name '.{0,80}' is 20\d\d bytes in UTF-8"):
+        rebuilt(lambda fields: set_path(fields, "registrations.1.normalized_name", name))
