@@ -114,3 +114,26 @@ def test_a_lone_surrogate_is_refused_with_the_field_it_is_in() -> None:
         write_operation(prepared(last_error=error))
 
     assert caught.value.code is StatusCode.INVALID_ARGUMENT
+
+
+def test_instants_keep_their_exact_bytes_when_more_are_written_than_are_kept() -> None:
+    # The writer keeps each instant's bytes for the events that repeat it, up to a bound.
+    ops = [
+        prepared(
+            stage_times={Stage.PREPARED: AT + timedelta(microseconds=n)},
+            created_at=AT - timedelta(days=n),
+            updated_at=AT + timedelta(seconds=n),
+        )
+        for n in range(5_000)
+    ]
+
+    written = [write_operation(op) for op in ops]
+
+    assert written == [fastavro_bytes(op) for op in ops]
+    assert write_operation(ops[0]) == written[0]
+
+
+def test_one_instant_in_two_offsets_is_written_alike() -> None:
+    berlin = AT.astimezone(timezone(timedelta(hours=1)))
+
+    assert write_operation(prepared(created_at=berlin)) == write_operation(prepared(created_at=AT))
