@@ -11,7 +11,7 @@ MARKER = b"\xc3\x01"
 HEADER_SIZE = len(MARKER) + 8
 """The marker, then the writer schema's 8-byte fingerprint."""
 
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -22,3 +22,9 @@ def micros(value: datetime, field: str) -> int:
     if value.tzinfo is None or value.utcoffset() is None:
         raise EncodeError(f"{field}: naive datetime {value.isoformat()}; give it a time zone")
     return (value - _EPOCH) // _MICROSECOND
+
+
+def check_long(value: int, field: str) -> None:
+    """Refuse an integer an Avro long cannot hold (fastavro would raise, or guess a double)."""
+    if not _LONG_MIN <= value <= _LONG_MAX:
+        raise EncodeError(f"{field}: integer {value} does not fit in 64 bits")

@@ -60,7 +60,7 @@ from graph_ingest.domain.mutation import PropertyValue
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.request import IngestRequest
-from graph_ingest.schemas.avro_primitives import HEADER_SIZE, LONG_MAX, LONG_MIN, MARKER, micros
+from graph_ingest.schemas.avro_primitives import HEADER_SIZE, MARKER, check_long, micros
 from graph_ingest.schemas.errors import DecodeError, EncodeError
 from graph_ingest.schemas.operation_writer import write_operation
 from graph_ingest.schemas.registry import (
@@ -296,8 +296,7 @@ def _tagged_scalar(name: str, value: object) -> tuple[str, Any]:
     if isinstance(value, bool):
         return ("boolean", value)
     if isinstance(value, int):
-        if not LONG_MIN <= value <= LONG_MAX:
-            raise EncodeError(f"property {name}: integer {value} does not fit in 64 bits")
+        check_long(value, f"property {name}")
         return ("long", value)
     if isinstance(value, float):
         return ("double", value)

@@ -12,11 +12,13 @@ when a newer operation schema is bundled, until this writer follows it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 from graph_ingest.domain.operation import ErrorInfo, Operation
 from graph_ingest.domain.stages import Stage
-from graph_ingest.schemas.avro_primitives import LONG_MAX, LONG_MIN, MARKER, micros
+from graph_ingest.schemas.avro_primitives import MARKER, check_long, micros
 from graph_ingest.schemas.errors import EncodeError
 from graph_ingest.schemas.registry import BUNDLED, OPERATION
 
@@ -26,6 +28,7 @@ _STAGE_TIME_FIELDS = {stage: f"stage_times[{stage.value}]" for stage in Stage}
 _NULL = 0  # a union's branch 0 ("null"), as a zigzag varint
 _SECOND_BRANCH = 2  # branch 1 of ["null", X], as a zigzag varint
 _END_OF_BLOCKS = 0
+_Branch = TypeVar("_Branch")
 # Aware datetimes are equal, and hash alike, exactly when they name the same instant.
 _WRITTEN_INSTANTS: dict[datetime, bytes] = {}
 _MAX_WRITTEN_INSTANTS = 4096
@@ -36,8 +39,7 @@ def _long(value: int, out: bytearray, field: str) -> None:
     if 0 <= value < 64:  # one byte: most lengths, counts and numbers here
         out.append(value << 1)
         return
-    if not LONG_MIN <= value <= LONG_MAX:
-        raise EncodeError(f"{field}: integer {value} does not fit in 64 bits")
+    check_long(value, field)
     zigzag = (value << 1) ^ (value >> 63)
     while zigzag > 0x7F:
         out.append((zigzag & 0x7F) | 0x80)
@@ -54,12 +56,18 @@ def _string(value: str, out: bytearray, field: str) -> None:
     out += data
 
 
-def _optional_string(value: str | None, out: bytearray, field: str) -> None:
+def _optional(
+    value: _Branch | None,
+    write: Callable[[_Branch, bytearray, str], None],
+    out: bytearray,
+    field: str,
+) -> None:
+    """A ``["null", X]`` union: its branch, then ``value`` as ``write`` writes an X."""
     if value is None:
         out.append(_NULL)
     else:
         out.append(_SECOND_BRANCH)
-        _string(value, out, field)
+        write(value, out, field)
 
 
 def _timestamp(value: datetime, out: bytearray, field: str) -> None:
@@ -77,16 +85,12 @@ def _timestamp(value: datetime, out: bytearray, field: str) -> None:
     out += written
 
 
-def _error(error: ErrorInfo | None, out: bytearray) -> None:
-    if error is None:
-        out.append(_NULL)
-        return
-    out.append(_SECOND_BRANCH)
-    _string(error.code, out, "last_error.code")
-    _string(error.error_class, out, "last_error.error_class")
-    _string(error.message, out, "last_error.message")
-    _optional_string(error.error_id, out, "last_error.error_id")
-    _optional_string(error.trace_id, out, "last_error.trace_id")
+def _error(error: ErrorInfo, out: bytearray, field: str) -> None:
+    _string(error.code, out, f"{field}.code")
+    _string(error.error_class, out, f"{field}.error_class")
+    _string(error.message, out, f"{field}.message")
+    _optional(error.error_id, _string, out, f"{field}.error_id")
+    _optional(error.trace_id, _string, out, f"{field}.trace_id")
 
 
 def write_operation(op: Operation) -> bytes:
@@ -101,30 +105,22 @@ def write_operation(op: Operation) -> bytes:
     _string(op.stage, out, "stage")
     _long(op.sequence, out, "sequence")
     _long(op.attempts, out, "attempts")
-    _error(op.last_error, out)
+    _optional(op.last_error, _error, out, "last_error")
     if op.stage_times:  # a map: one block of entries, then the empty block
         _long(len(op.stage_times), out, "stage_times")
         for stage, at in op.stage_times.items():
             _string(stage, out, "stage_times")
             _timestamp(at, out, _STAGE_TIME_FIELDS[stage])
     out.append(_END_OF_BLOCKS)
-    if op.next_retry_at is None:
-        out.append(_NULL)
-    else:
-        out.append(_SECOND_BRANCH)
-        _timestamp(op.next_retry_at, out, "next_retry_at")
-    _optional_string(op.dlq_id, out, "dlq_id")
+    _optional(op.next_retry_at, _timestamp, out, "next_retry_at")
+    _optional(op.dlq_id, _string, out, "dlq_id")
     _timestamp(op.created_at, out, "created_at")
     _timestamp(op.updated_at, out, "updated_at")
-    _optional_string(op.plan_kind, out, "plan_kind")
-    _optional_string(op.submission_id, out, "submission_id")
-    _optional_string(op.document_version, out, "document_version")
-    if op.retry_tier is None:
-        out.append(_NULL)
-    else:
-        out.append(_SECOND_BRANCH)
-        _long(op.retry_tier, out, "retry_tier")
-    _optional_string(op.parked_behind, out, "parked_behind")
+    _optional(op.plan_kind, _string, out, "plan_kind")
+    _optional(op.submission_id, _string, out, "submission_id")
+    _optional(op.document_version, _string, out, "document_version")
+    _optional(op.retry_tier, _long, out, "retry_tier")
+    _optional(op.parked_behind, _string, out, "parked_behind")
     if op.waits:  # an array: one block of items, then the empty block
         _long(len(op.waits), out, "waits")
         for index, wait in enumerate(op.waits):
