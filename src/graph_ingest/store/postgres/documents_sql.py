@@ -26,8 +26,7 @@ WITH incoming AS (
     SELECT *
     FROM json_to_recordset(%(states)s::json) AS n(
         space text, document_id text, revision int, operation_id text, content_hash text,
-        document_version text, node_ids jsonb, edge_keys jsonb, superseded_edge_keys jsonb,
-        kept_edge_keys jsonb, base_operation_id text, schema_version text,
+        document_version text, base_operation_id text, schema_version text,
         extraction_fingerprint text, source_updated_at timestamptz, committed_at timestamptz,
         state jsonb
     )
@@ -38,9 +37,9 @@ WITH incoming AS (
         extraction_fingerprint, source_updated_at, committed_at
     )
     SELECT space, document_id, revision, operation_id, content_hash, document_version,
-           node_ids::jsonb, edge_keys::jsonb, superseded_edge_keys::jsonb, kept_edge_keys::jsonb,
-           base_operation_id, schema_version, extraction_fingerprint, source_updated_at,
-           committed_at
+           state->'node_ids', state->'edge_keys', state->'superseded_edge_keys',
+           state->'kept_edge_keys', base_operation_id, schema_version, extraction_fingerprint,
+           source_updated_at, committed_at
     FROM incoming
     WHERE revision = 1 AND base_operation_id IS NULL
     ON CONFLICT (space, document_id) DO NOTHING
@@ -51,10 +50,10 @@ WITH incoming AS (
         operation_id = n.operation_id,
         content_hash = n.content_hash,
         document_version = n.document_version,
-        node_ids = n.node_ids::jsonb,
-        edge_keys = n.edge_keys::jsonb,
-        superseded_edge_keys = n.superseded_edge_keys::jsonb,
-        kept_edge_keys = n.kept_edge_keys::jsonb,
+        node_ids = n.state->'node_ids',
+        edge_keys = n.state->'edge_keys',
+        superseded_edge_keys = n.state->'superseded_edge_keys',
+        kept_edge_keys = n.state->'kept_edge_keys',
         base_operation_id = n.base_operation_id,
         schema_version = n.schema_version,
         extraction_fingerprint = n.extraction_fingerprint,
@@ -72,7 +71,7 @@ WITH incoming AS (
     SELECT space, document_id FROM advanced
 ), history AS (
     INSERT INTO document_history (space, document_id, revision, operation_id, state, committed_at)
-    SELECT n.space, n.document_id, n.revision, n.operation_id, n.state::jsonb, n.committed_at
+    SELECT n.space, n.document_id, n.revision, n.operation_id, n.state, n.committed_at
     FROM incoming AS n JOIN committed USING (space, document_id)
     ON CONFLICT (space, document_id, revision) DO NOTHING
 ), old_facts AS (
