@@ -88,25 +88,43 @@ def measure(kind: str, count: int, repeat: int) -> dict[str, float]:
         "verified_plan": (verified_plan, values),
         "decode_message": (decode_whole, messages),
     }
+    return step_costs(steps, repeat, elements)
+
+
+Steps = dict[str, tuple[Callable[[Any], object], Sequence[Any]]]
+
+
+def step_costs(steps: Steps, repeat: int, elements: int) -> dict[str, float]:
+    """Seconds of CPU per plan of each step (in order), and the elements of one plan."""
     costs = {name: cpu_per_item(step, items, repeat) for name, (step, items) in steps.items()}
     costs["elements"] = elements
     return costs
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--small", type=int, default=500, help="small plans (10 + 10)")
+def report(
+    description: str | None, measure: Callable[[str, int, int], dict[str, float]], small: int
+) -> None:
+    """Parse ``--small``, ``--large`` and ``--repeat``, measure both workloads and print µs per
+    plan of each step (and per element for the large plans)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--small", type=int, default=small, help="small plans (10 + 10)")
     parser.add_argument("--large", type=int, default=5, help="large plans (1,000 + 1,000)")
     parser.add_argument("--repeat", type=int, default=5, help="passes; the best is kept")
     args = parser.parse_args()
-    print(f"{'step':<16}{'small µs/plan':>15}{'large µs/plan':>15}{'large µs/el':>13}")
-    small = measure("small", args.small, args.repeat)
-    large = measure("large", args.large, args.repeat)
-    for name in ("avro read", "validation", "fingerprint", "verified_plan", "decode_message"):
+    small_costs = measure("small", args.small, args.repeat)
+    large_costs = measure("large", args.large, args.repeat)
+    names = [name for name in small_costs if name != "elements"]
+    width = max(map(len, names)) + 2
+    print(f"{'step':<{width}}{'small µs/plan':>15}{'large µs/plan':>15}{'large µs/el':>13}")
+    for name in names:
         print(
-            f"{name:<16}{small[name] * 1e6:>15.1f}{large[name] * 1e6:>15.1f}"
-            f"{large[name] * 1e6 / large['elements']:>13.2f}"
+            f"{name:<{width}}{small_costs[name] * 1e6:>15.1f}{large_costs[name] * 1e6:>15.1f}"
+            f"{large_costs[name] * 1e6 / large_costs['elements']:>13.2f}"
         )
+
+
+def main() -> None:
+    report(__doc__, measure, small=500)
 
 
 if __name__ == "__main__":
