@@ -10,8 +10,9 @@ the claim-check limit).
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from itertools import pairwise
 
 from graph_ingest.domain.plan import GraphOptions
@@ -32,6 +33,7 @@ class CandidatePlanner:
     def __init__(self, graph: GraphOptions) -> None:
         self.graph = graph
         self.calls: Counter[str] = Counter()
+        self.called_at: defaultdict[str, list[datetime]] = defaultdict(list)
         self.forgotten: set[tuple[str, str]] = set()
         self._planned: dict[tuple[str, str], DocumentState] = {}
 
@@ -44,6 +46,7 @@ class CandidatePlanner:
     def plan_request(self, request: IngestRequest) -> PlannedRequest:
         text = request.content or ""
         self.calls[request.key] += 1
+        self.called_at[request.key].append(datetime.now(UTC))
         if "PERMANENT" in text:
             raise PlanningError(f"document {request.key} says PERMANENT")
         transient = _TRANSIENT.search(text)
