@@ -15,6 +15,7 @@ from graph_ingest.domain.errors import DependencyUnavailable, GraphIngestError
 from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.graph import cypher
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.errors import GraphPreconditionFailed
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
@@ -324,6 +325,70 @@ def test_a_batch_of_several_mutations_in_one_call(
     assert nodes["b"][1] == {"node_id": "b", "v": 1}
     assert label_space.snapshot(other)[1] == {("b", "S", "a", 0): {"rank": 0}}
     assert writer.count_elements(other) == (2, 1)
+
+
+def test_an_edge_delete_walks_neither_end_of_a_hub(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    # Given a hub with 1,000 edges in and 1,000 out
+    options, spokes = hub(writer, label_space)
+    # When ten of its edges, the hub at either end, are deleted by the writer's own statement,
+    # profiled (db hits do not depend on the machine's speed)
+    deletes = Mutation(edge_deletes=hub_edges(spokes))
+    (statement,) = cypher.build_statements([(options, deletes)], rows_per_statement=100)[
+        options.database
+    ]
+    _, summary, _ = label_space.driver.execute_query(
+        "PROFILE " + statement.query, {"rows": statement.rows}, database_=options.database
+    )
+
+    # Then they are gone, and no row walked the hub's relationships (a plan that seeks one end
+    # and expands from it reads ~1,000 relationships for each row whose end is the hub)
+    assert summary.counters.relationships_deleted == 10
+    assert writer.count_elements(options) == (1001, 1990)
+    assert _db_hits(summary.profile) < 1000
+
+
+def test_finding_edges_walks_neither_end_of_a_hub(
+    writer: Neo4jGraphWriter, label_space: LabelSpace
+) -> None:
+    # Given a hub with 1,000 edges in and 1,000 out
+    options, spokes = hub(writer, label_space)
+    # When reconcile's query asks for ten of its edges and one that is not there, profiled
+    wanted = [*hub_edges(spokes), EdgeKey(src=spokes[0], type="R", dst=spokes[1])]
+    records, summary, _ = label_space.driver.execute_query(
+        "PROFILE " + cypher.existing_edges_query(options.node_label),
+        {"rows": [key.model_dump() for key in wanted]},
+        database_=options.database,
+    )
+
+    # Then it finds exactly the ten, without walking the hub's relationships
+    assert {EdgeKey(**r.data()) for r in records} == set(wanted[:10])
+    assert writer.find_elements(options, [], wanted) == (set(), set(wanted[:10]))
+    assert _db_hits(summary.profile) < 1000
+
+
+def hub(writer: Neo4jGraphWriter, label_space: LabelSpace) -> tuple[GraphOptions, list[str]]:
+    """A label space holding a node ``hub`` with an edge ``R`` to and from each of 1,000 spokes."""
+    options = label_space.options()
+    spokes = [f"spoke-{i:04d}" for i in range(1000)]
+    edges = [*(edge(s, "R", "hub") for s in spokes), *(edge("hub", "R", s) for s in spokes)]
+    nodes = (node("hub"), *(node(s) for s in spokes))
+    writer.apply([(options, Mutation(node_upserts=nodes, edge_upserts=tuple(edges)))])
+    return options, spokes
+
+
+def hub_edges(spokes: list[str]) -> tuple[EdgeKey, ...]:
+    """Ten of the hub's edges: five into it, five out of it."""
+    return (
+        *(EdgeKey(src=s, type="R", dst="hub") for s in spokes[:5]),
+        *(EdgeKey(src="hub", type="R", dst=s) for s in spokes[5:10]),
+    )
+
+
+def _db_hits(profile: dict[str, Any] | None) -> int:
+    assert profile is not None, "PROFILE returned no profile"
+    return int(profile.get("dbHits", 0)) + sum(_db_hits(c) for c in profile.get("children", []))
 
 
 def test_node_delete_without_detach_fails_clearly_and_with_detach_succeeds(

@@ -121,8 +121,9 @@ def test_edge_queries_text() -> None:
         "MERGE (a)-[r:`KNOWS` {rank: row.rank}]->(b) SET r += row.props RETURN count(r) AS merged"
     )
     assert cypher.edge_delete_query("Entity", "KNOWS") == (
-        "CYPHER replan=skip UNWIND $rows AS row MATCH (a:`Entity` {node_id: row.src})-[r:`KNOWS` {rank: row.rank}]->"
-        "(b:`Entity` {node_id: row.dst}) DELETE r"
+        "CYPHER replan=skip UNWIND $rows AS row MATCH (a:`Entity` {node_id: row.src}) "
+        "MATCH (b:`Entity` {node_id: row.dst}) "
+        "CALL (a, b, row) { MATCH (a)-[r:`KNOWS` {rank: row.rank}]->(b) DELETE r }"
     )
     assert cypher.constraint_query("Entity") == (
         "CREATE CONSTRAINT `Entity_node_id` IF NOT EXISTS "

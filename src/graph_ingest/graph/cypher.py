@@ -27,7 +27,8 @@ Row = dict[str, Any]
 # The write statements keep the plan they were first given. Neo4j plans them again whenever the
 # label's counts have moved by more than 75 % (at most every 10 s), which costs the write that
 # meets it 50-250 ms; every plan of these statements seeks the unique node_id index whatever
-# the counts, so a new one gains nothing (docs/performance.md, third round).
+# the counts (the edges by both ends: ``_between_ends``), so a new one gains nothing
+# (docs/performance.md, third round).
 KEEP_PLAN = "CYPHER replan=skip "
 
 
@@ -106,14 +107,27 @@ def missing_endpoints_query(base_label: str, edge_type: str) -> str:
     )
 
 
+def _between_ends(base: str, subquery: str) -> str:
+    """``subquery`` run on the nodes ``a`` and ``b`` whose unique ids are ``row.src`` and
+    ``row.dst`` (it looks only between them; a row whose ends are not both there yields nothing).
+
+    Written as one pattern, the planner may seek one end and walk all of its relationships for
+    each row (a hub's thousands), or join each row against a scan of the label's index when the
+    index's statistics are fresh; replan=skip keeps whichever it chose (1,000 edge deletes took
+    3.6-4.9 s in about half of the runs, against 20 ms). Here it seeks each end and can only
+    expand into, walking the end with fewer relationships (docs/performance.md, seventh round)."""
+    return (
+        f"MATCH (a:{base} {{{NODE_ID_PROPERTY}: row.src}}) "
+        f"MATCH (b:{base} {{{NODE_ID_PROPERTY}: row.dst}}) "
+        f"CALL (a, b, row) {{ {subquery} }}"
+    )
+
+
 def edge_delete_query(base_label: str, edge_type: str) -> str:
     base = quote(base_label, what="label")
     rel = quote(edge_type, what="edge type")
-    return (
-        f"{KEEP_PLAN}UNWIND $rows AS row "
-        f"MATCH (a:{base} {{{NODE_ID_PROPERTY}: row.src}})"
-        f"-[r:{rel} {{{EDGE_RANK_PROPERTY}: row.rank}}]->"
-        f"(b:{base} {{{NODE_ID_PROPERTY}: row.dst}}) DELETE r"
+    return f"{KEEP_PLAN}UNWIND $rows AS row " + _between_ends(
+        base, f"MATCH (a)-[r:{rel} {{{EDGE_RANK_PROPERTY}: row.rank}}]->(b) DELETE r"
     )
 
 
@@ -173,11 +187,13 @@ def existing_edges_query(base_label: str) -> str:
     The type is compared as a value, so one query serves every edge type."""
     base = quote(base_label, what="label")
     return (
-        f"UNWIND $rows AS row "
-        f"MATCH (a:{base} {{{NODE_ID_PROPERTY}: row.src}})-[r]->"
-        f"(b:{base} {{{NODE_ID_PROPERTY}: row.dst}}) "
-        f"WHERE type(r) = row.type AND r.{EDGE_RANK_PROPERTY} = row.rank "
-        f"RETURN DISTINCT row.src AS src, row.type AS type, row.dst AS dst, row.rank AS rank"
+        "UNWIND $rows AS row "
+        + _between_ends(
+            base,
+            f"MATCH (a)-[r]->(b) WHERE type(r) = row.type AND r.{EDGE_RANK_PROPERTY} = row.rank "
+            "RETURN r",
+        )
+        + " RETURN DISTINCT row.src AS src, row.type AS type, row.dst AS dst, row.rank AS rank"
     )
 
 
