@@ -220,10 +220,13 @@ def test_retries_held_by_a_killed_applier_are_delivered_by_the_survivor_never_ea
     )
     pipeline.publish(*flaky, *steady)
     # When retry copies are waiting on the tiers (held, not yet due), one applier is SIGKILLed
+    # 20 operations, not 20 rows: one can fail again on a tier before others fail at all
     wait_until(
-        lambda: pipeline.sql("SELECT count(*) FROM failure_attempts")[0][0] >= 20,
+        lambda: (
+            pipeline.sql("SELECT count(DISTINCT operation_id) FROM failure_attempts")[0][0] >= 20
+        ),
         timeout_s=60,
-        what="20 routed failures",
+        what="20 operations with a routed failure",
     )
     appliers["applier-1"].kill()
     appliers["applier-1"].wait(timeout=30)
