@@ -38,6 +38,10 @@ TOPIC = "ingestion.plans"
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 
 
+Steps = dict[str, tuple[Callable[[Any], object], Sequence[Any]]]
+"""Named steps, each a function and the items it is timed over."""
+
+
 def cpu_per_item(step: Callable[[Any], object], items: Sequence[Any], repeat: int) -> float:
     """Seconds of CPU per item of ``step``, the best of ``repeat`` passes over ``items``."""
     best = float("inf")
@@ -81,7 +85,7 @@ def measure(kind: str, count: int, repeat: int) -> dict[str, float]:
     values, messages, elements = kafka_messages(kind, count)
     records = [read_single_object(v, PLAN) for v in values]
     plans = [IngestionPlan.model_validate(r) for r in records]
-    steps: dict[str, tuple[Callable[[Any], object], Sequence[Any]]] = {
+    steps: Steps = {
         "avro read": (lambda v: read_single_object(v, PLAN), values),
         "validation": (IngestionPlan.model_validate, records),
         "fingerprint": (IngestionPlan.verify_fingerprint, plans),
@@ -89,9 +93,6 @@ def measure(kind: str, count: int, repeat: int) -> dict[str, float]:
         "decode_message": (decode_whole, messages),
     }
     return step_costs(steps, repeat, elements)
-
-
-Steps = dict[str, tuple[Callable[[Any], object], Sequence[Any]]]
 
 
 def step_costs(steps: Steps, repeat: int, elements: int) -> dict[str, float]:
