@@ -20,6 +20,7 @@ from psycopg import sql
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.admin import TopicSpec, create_topics, delete_topics
+from graph_ingest.producers import outbox_purge
 from graph_ingest.producers.relay import OutboxRelay, advisory_lock_key
 from graph_ingest.settings import Settings
 from graph_ingest.store.migrate import migrate
@@ -375,3 +376,77 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _published_ages(outbox: Outbox) -> dict[int, str]:
+    """Every row by id: 'unpublished', or 'old' / 'young' for one published more or less than
+    an hour ago."""
+    with outbox.connect() as conn:
+        rows = conn.execute(
+            "SELECT id, CASE WHEN published_at IS NULL THEN 'unpublished'"
+            " WHEN published_at < now() - interval '1 hour' THEN 'old' ELSE 'young' END"
+            " FROM outbox ORDER BY id"
+        ).fetchall()
+    return {int(row[0]): str(row[1]) for row in rows}
+
+
+def _publish_long_ago(outbox: Outbox, ids: list[int], hours: int) -> None:
+    with outbox.connect() as conn:
+        conn.execute(
+            "UPDATE outbox SET published_at = now() - make_interval(hours => %s) WHERE id = ANY(%s)",
+            (hours, ids),
+        )
+
+
+def test_published_rows_past_their_retention_are_deleted_longest_published_first(
+    outbox: Outbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outbox.fill(operations=3, events=3)
+    monkeypatch.setattr(outbox_purge, "PURGE_ROWS", 2)
+    with OutboxRelay(outbox.settings) as relay:
+        assert drain(relay) == 9
+        outbox.fill(operations=2, events=1, first_sequence=4)  # left unpublished
+        ids = sorted(_published_ages(outbox))
+        # published two, three and four hours ago; the rest within the hour's retention
+        for hours, published in ((2, ids[6:8]), (3, ids[0:1]), (4, ids[3:5])):
+            _publish_long_ago(outbox, published, hours)
+        before = _published_ages(outbox)
+        assert list(before.values()).count("old") == 5
+
+        first = relay.purge_published()
+        after_first = set(_published_ages(outbox))
+        counts = [first, relay.purge_published(), relay.purge_published(), relay.purge_published()]
+
+    assert counts == [2, 2, 1, 0]
+    assert set(before) - after_first == {ids[3], ids[4]}  # the four hours ago first
+    after = _published_ages(outbox)
+    assert after == {i: age for i, age in before.items() if age != "old"}
+    assert list(after.values()).count("unpublished") == 2
+
+
+def test_a_running_relay_deletes_every_row_past_its_retention_not_one_statement_per_interval(
+    outbox: Outbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an interval of an hour, only the relay's going on at once after a full statement
+    can delete seven rows two per statement."""
+    outbox.fill(operations=7, events=1)
+    with OutboxRelay(outbox.settings) as earlier:
+        assert drain(earlier) == 7
+    _publish_long_ago(outbox, list(_published_ages(outbox)), hours=2)
+    outbox.fill(operations=1, events=1)  # published by the running relay, and kept
+    relay_settings = outbox.settings.relay.model_copy(update={"purge_interval_s": 3600.0})
+    monkeypatch.setattr(outbox_purge, "PURGE_ROWS", 2)
+    stop = threading.Event()
+    with OutboxRelay(outbox.settings.model_copy(update={"relay": relay_settings})) as relay:
+        worker = threading.Thread(target=relay.run, args=(stop,))
+        worker.start()
+        try:
+            wait_until(
+                lambda: list(_published_ages(outbox).values()) == ["young"],
+                timeout_s=30,
+                what="the seven old rows deleted, the new one published",
+            )
+        finally:
+            stop.set()
+            worker.join(timeout=30)
+    assert not worker.is_alive()

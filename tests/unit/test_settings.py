@@ -48,3 +48,13 @@ def test_the_degradation_window_comes_from_the_environment_and_must_be_positive(
     assert Settings().applier.degradation_stable_s == 2.5
     with pytest.raises(ValidationError, match="degradation_stable_s"):
         ApplierSettings(degradation_stable_s=0)
+
+
+def test_published_outbox_rows_outlive_a_dlq_reindex(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().relay.published_retention_s == 3600.0
+    monkeypatch.setenv("GRAPH_INGEST_DLQ__REINDEX_TIMEOUT_S", "600")
+    monkeypatch.setenv("GRAPH_INGEST_RELAY__PUBLISHED_RETENTION_S", "600")
+    with pytest.raises(ValidationError, match=r"published_retention_s \(600\) must exceed"):
+        Settings()
+    monkeypatch.setenv("GRAPH_INGEST_RELAY__PUBLISHED_RETENTION_S", "601")
+    assert Settings().relay.published_retention_s == 601.0

@@ -13,7 +13,7 @@ from graph_ingest.store.dlq_index import DlqIndexReader, DlqIndexWriter
 from graph_ingest.store.documents import DocumentReader, DocumentWriter
 from graph_ingest.store.failures import FailureLog
 from graph_ingest.store.operations import OperationReader, OperationWriter
-from graph_ingest.store.outbox import OutboxFeed, OutboxSignal, OutboxWriter
+from graph_ingest.store.outbox import OutboxFeed, OutboxRetention, OutboxSignal, OutboxWriter
 from graph_ingest.store.parking import ParkedOperations
 from graph_ingest.store.plan_claims import PlanClaimReader, PlanClaimWriter
 from graph_ingest.store.postgres.audit import PostgresAuditLog
@@ -93,7 +93,7 @@ def port_methods(port: type) -> set[str]:
 
 @pytest.mark.parametrize(
     "port",
-    [*WRITERS, *READERS, *OPERATOR_PORTS, RecoveryStore, OutboxFeed, OutboxSignal],
+    [*WRITERS, *READERS, *OPERATOR_PORTS, RecoveryStore, OutboxFeed, OutboxSignal, OutboxRetention],
     ids=lambda port: port.__name__,
 )
 def test_every_port_is_a_small_protocol(port: type) -> None:
@@ -130,7 +130,9 @@ def test_each_postgres_mixin_implements_exactly_its_port(port: type, mixin: type
 
 
 def test_the_outbox_feed_is_the_feed_and_its_signal_on_one_session() -> None:
-    assert own_methods(PostgresOutboxFeed) == port_methods(OutboxFeed) | port_methods(OutboxSignal)
+    assert own_methods(PostgresOutboxFeed) == (
+        port_methods(OutboxFeed) | port_methods(OutboxSignal) | port_methods(OutboxRetention)
+    )
 
 
 def test_recovery_leases_and_the_store_implement_the_recovery_port() -> None:

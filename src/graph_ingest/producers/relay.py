@@ -25,6 +25,9 @@ Algorithm (at-least-once, never skips, never reorders within a key):
    new rows sends, up to ``relay.idle_poll_interval_s``. Only rows that end an operation's
    journey or carry no stage notify (migration 0014): a batch's events leave together as soon as
    its state is committed, in one relay pass, and an idle relay barely queries.
+6. The active relay deletes the rows published longer ago than ``relay.published_retention_s``
+   (``outbox_purge``): the outbox holds the unpublished rows and the retention's published ones,
+   what ``dlq reindex`` and anyone following a journey can still read there.
 """
 
 from __future__ import annotations
@@ -41,11 +44,12 @@ from graph_ingest.consumers.hooks import Hooks, relay_loop
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
+from graph_ingest.producers.outbox_purge import PurgeSchedule
 from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.messages import OutboxMessage, outbox_message
 from graph_ingest.settings import Settings
-from graph_ingest.store.outbox import OutboxFeed, OutboxRow, OutboxSignal
+from graph_ingest.store.outbox import OutboxFeed, OutboxRetention, OutboxRow, OutboxSignal
 from graph_ingest.store.postgres.outbox import PostgresOutboxFeed
 from graph_ingest.waiting import Bell
 
@@ -80,6 +84,7 @@ class OutboxRelay:
         self._idle_s = settings.relay.idle_poll_interval_s
         self._backoff = (settings.relay.retry_initial_backoff_s, settings.relay.retry_max_backoff_s)
         self._standby_poll_s = settings.relay.standby_poll_s
+        self._purge = PurgeSchedule(settings.relay, self._schema)
         self._producer = TransactionalProducer(
             settings.kafka,
             settings.relay.transactional_id(self._schema),
@@ -89,6 +94,7 @@ class OutboxRelay:
         feed = PostgresOutboxFeed(settings.postgres)
         self._outbox: OutboxFeed = feed
         self._signal: OutboxSignal = feed
+        self._retention: OutboxRetention = feed
         self._holds_lock = False
         self._standby_logged = False
         self._stopping = Bell()  # rung when ``run``'s stop is set: ends the idle wait at once
@@ -161,6 +167,8 @@ class OutboxRelay:
                 continue
             if failures := backoff.succeeded():
                 logger.info("outbox[%s] publishing again after %d failures", self._schema, failures)
+            if self._holds_lock and self._purge.due():
+                self._purge.run(self._purge_published)
             if count == 0:
                 self._idle(stop)
         logger.info("outbox[%s] relay stopped", self._schema)
@@ -212,6 +220,14 @@ class OutboxRelay:
                 self._publish_rows_before_failure(rows[: exc.delivered], messages[: exc.delivered])
             raise
         return len(ids)
+
+    def purge_published(self) -> int:
+        """Delete up to ``outbox_purge.PURGE_ROWS`` rows published longer ago than the retention; returns
+        how many. Raises (our errors) when PostgreSQL fails; the session is dropped then."""
+        return self._purge_published(self._purge.retention_s, self._purge.limit)
+
+    def _purge_published(self, older_than_s: float, limit: int) -> int:
+        return self._on_feed(lambda _: self._retention.purge_published(older_than_s, limit))
 
     def _report(self, rows: Sequence[OutboxRow], messages: Sequence[OutboxMessage]) -> None:
         """Fire ``published``: the operation events by stage, each row's time to Kafka's ack."""

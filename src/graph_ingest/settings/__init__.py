@@ -53,6 +53,18 @@ class Settings(BaseSettings):
     gc: GcSettings = GcSettings()
 
     @model_validator(mode="after")
+    def reindex_finds_what_it_missed(self) -> Settings:
+        """``dlq reindex`` lays the rows published during its read over it: they must still be
+        in the outbox when it ends."""
+        if self.relay.published_retention_s <= self.dlq.reindex_timeout_s:
+            raise ValueError(
+                f"relay.published_retention_s ({self.relay.published_retention_s:g}) must exceed"
+                f" dlq.reindex_timeout_s ({self.dlq.reindex_timeout_s:g}): a reindex reads the"
+                " outbox rows published while it read the DLQ topic"
+            )
+        return self
+
+    @model_validator(mode="after")
     def clients_follow_stack_ports(self) -> Settings:
         """Unless set explicitly, client addresses point at the local stack's ports."""
         stack = self.stack

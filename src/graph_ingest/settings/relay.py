@@ -33,6 +33,23 @@ class RelaySettings(Section):
     standby_poll_s: float = Field(
         default=1.0, gt=0, description="how often a standby relay tries to become the active one"
     )
+    published_retention_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description=(
+            "how long a published outbox row is kept before the active relay deletes it; `dlq"
+            " reindex` reads the rows published since it started, so keep this above"
+            " DLQ__REINDEX_TIMEOUT_S"
+        ),
+    )
+    purge_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "how often the active relay deletes the published rows past their retention; a"
+            " pass that finds more than one statement's worth goes on at once"
+        ),
+    )
     transactional_id_prefix: str = Field(
         default="graph-ingest-relay",
         min_length=1,

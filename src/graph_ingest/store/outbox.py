@@ -2,7 +2,8 @@
 
 Writers (``OutboxWriter``, inside a unit of work) append rows; the relay (``producers/relay.py``)
 drains them to Kafka through an ``OutboxFeed``: its own session, one active relay per schema by a
-session lock, the oldest unpublished rows first, marked published once Kafka has them.
+session lock, the oldest unpublished rows first, marked published once Kafka has them, and
+deleted once they have been published for the retention.
 """
 
 from __future__ import annotations
@@ -77,4 +78,12 @@ class OutboxSignal(Protocol):
         StoreError when the session fails (the relay then drops it, as for the feed's calls)."""
 
 
-__all__ = ["OutboxFeed", "OutboxRow", "OutboxSignal", "OutboxWriter"]
+class OutboxRetention(Protocol):
+    """Deleting published rows, on the feed's session (the active relay's purge)."""
+
+    def purge_published(self, older_than_s: float, limit: int) -> int:
+        """Delete at most ``limit`` of the rows published more than ``older_than_s`` seconds ago
+        (by the database's clock), the longest published first; returns how many."""
+
+
+__all__ = ["OutboxFeed", "OutboxRetention", "OutboxRow", "OutboxSignal", "OutboxWriter"]

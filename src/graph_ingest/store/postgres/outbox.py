@@ -42,7 +42,8 @@ ORDER BY ord
 """
 
 
-# A sequential scan of the outbox (its index covers unpublished rows only): reindex is rare.
+# The two partial indexes (unpublished rows, rows by publication time) find these rows; the
+# table holds the unpublished rows and the retention's published ones (migration 0015).
 NEWEST_OUTBOX_VALUES = """
 SELECT DISTINCT ON (message_key) message_key, message_value
 FROM outbox
@@ -117,6 +118,14 @@ class PostgresOutboxFeed:
             "UPDATE {} SET published_at = now() WHERE id = ANY(%s) AND published_at IS NULL"
         ).format(self._table)
         return self._execute(query, (list(ids),)).rowcount
+
+    def purge_published(self, older_than_s: float, limit: int) -> int:
+        query = sql.SQL(
+            "DELETE FROM {table} WHERE id IN (SELECT id FROM {table}"
+            " WHERE published_at < now() - make_interval(secs => %s)"
+            " ORDER BY published_at LIMIT %s)"
+        ).format(table=self._table)
+        return self._execute(query, (older_than_s, limit)).rowcount
 
     def unpublished_count(self) -> int:
         query = sql.SQL("SELECT count(*) FROM {} WHERE published_at IS NULL").format(self._table)
