@@ -62,7 +62,7 @@ CPU_GROUPS = (CLIENT, WORKERS, KAFKA, NEO4J, POSTGRES)
 CPU_HEADER = (
     f"{'workload':<12} {'method':<20} "
     + " ".join(f"{g:>8}" for g in CPU_GROUPS)
-    + f" {'total':>8} {'efficiency':>10}  {'event p50/p95/p99 ms':<22}"
+    + f" {'total':>8} {'efficiency':>10} {'no workers':>10}  {'event p50/p95/p99 ms':<22}"
 )
 
 
@@ -72,17 +72,22 @@ def cpu_row(run: Run, ceiling: Run | None) -> str:
     total = per_plan.get("total")
     ceiling_total = (ceiling.cpu_ms_per_plan or {}).get("total") if ceiling else None
     efficiency = f"{ceiling_total / total:.2f}" if total and ceiling_total else "-"
+    # What the services alone allow: the efficiency if the workers cost nothing at all.
+    services = total - per_plan[WORKERS] if total and WORKERS in per_plan else None
+    bound = f"{ceiling_total / services:.2f}" if services and ceiling_total else "-"
     events = run.details.get("event_latency_ms")
     latency = f"{events['p50']:.0f}/{events['p95']:.0f}/{events['p99']:.0f}" if events else "-"
     return (
         f"{run.workload:<12} {run.method:<20} {groups} "
-        f"{total if total is not None else 0:>8.3f} {efficiency:>10}  {latency:<22}"
+        f"{total if total is not None else 0:>8.3f} {efficiency:>10} {bound:>10}  {latency:<22}"
     )
 
 
 def cpu_table(runs: Sequence[Run]) -> str:
-    """CPU ms per plan of every process group (``cpu.py``), and efficiency = the ceiling's total
-    ÷ the run's; the latency runs add their publish→COMPLETED-event percentiles."""
+    """CPU ms per plan of every process group (``cpu.py``), efficiency = the ceiling's total ÷
+    the run's, and "no workers" = the ceiling's total ÷ Kafka's, Neo4j's and PostgreSQL's: the
+    most any change to the workers could reach. The latency runs add their publish→COMPLETED-event
+    percentiles."""
     lines = ["CPU ms per plan, summed over each group's processes", CPU_HEADER]
     for workload in dict.fromkeys(r.workload for r in runs):
         methods = by_method(runs, workload)

@@ -73,5 +73,16 @@ def test_the_quick_benchmark_applies_every_workload_every_way_exactly(
     # and printed the tables, and drew the chart where matplotlib (the bench extra) is installed
     assert "pipeline x2" in result.stdout
     assert "efficiency" in result.stdout and "idle pipeline" in result.stdout
+    # with, per pipeline run, the efficiency its services alone allow: the ceiling's CPU per plan
+    # over the run's without the workers' share
+    by_run = {(r["workload"], r["method"]): r["cpu_ms_per_plan"] for r in report["runs"]}
+    small, ceiling = by_run[("small", "pipeline x1")], by_run[("small", "ceiling")]
+    cpu_table = result.stdout.split("CPU ms per plan, summed")[1]
+    row = next(
+        line
+        for line in cpu_table.splitlines()
+        if line.startswith(f"{'small':<12} {'pipeline x1':<20} ")
+    )
+    assert row.split()[-2] == f"{ceiling['total'] / (small['total'] - small['workers']):.2f}", row
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "throughput.png").stat().st_size > 0
