@@ -32,11 +32,12 @@ class PurgeSchedule:
     def due(self) -> bool:
         return time.monotonic() >= self._next
 
-    def run(self, purge: Callable[[float, int], int]) -> None:
-        """Call ``purge(retention_s, limit)`` (it returns the rows it deleted) and set the
-        next time. A failure is logged and tried again after the interval: publishing goes on."""
+    def run(self, purge: Callable[[], int]) -> None:
+        """Call ``purge`` (it deletes up to ``limit`` rows past ``retention_s`` and returns how
+        many) and set the next time. A failure is logged and tried again after the interval:
+        publishing goes on."""
         try:
-            deleted = purge(self.retention_s, self.limit)
+            deleted = purge()
         except GraphIngestError as exc:
             logger.warning(
                 "outbox[%s] deleting published rows failed: %s; next try in %.0fs",

@@ -168,7 +168,7 @@ class OutboxRelay:
             if failures := backoff.succeeded():
                 logger.info("outbox[%s] publishing again after %d failures", self._schema, failures)
             if self._holds_lock and self._purge.due():
-                self._purge.run(self._purge_published)
+                self._purge.run(self.purge_published)
             if count == 0:
                 self._idle(stop)
         logger.info("outbox[%s] relay stopped", self._schema)
@@ -222,12 +222,10 @@ class OutboxRelay:
         return len(ids)
 
     def purge_published(self) -> int:
-        """Delete up to ``outbox_purge.PURGE_ROWS`` rows published longer ago than the retention; returns
-        how many. Raises (our errors) when PostgreSQL fails; the session is dropped then."""
-        return self._purge_published(self._purge.retention_s, self._purge.limit)
-
-    def _purge_published(self, older_than_s: float, limit: int) -> int:
-        return self._on_feed(lambda _: self._retention.purge_published(older_than_s, limit))
+        """Delete up to ``outbox_purge.PURGE_ROWS`` rows published longer ago than the retention;
+        returns how many. Raises (our errors) when PostgreSQL fails; the session is dropped then."""
+        retention_s, limit = self._purge.retention_s, self._purge.limit
+        return self._on_feed(lambda _: self._retention.purge_published(retention_s, limit))
 
     def _report(self, rows: Sequence[OutboxRow], messages: Sequence[OutboxMessage]) -> None:
         """Fire ``published``: the operation events by stage, each row's time to Kafka's ack."""
