@@ -46,6 +46,7 @@ from pathlib import Path
 
 import psycopg
 from confluent_kafka import KafkaError, TopicPartition
+from cpu import POSTGRES, stack_pids
 from isolation import bench_stack, graph_label, isolated, sql
 from pipeline_run import check_run, completed_at, running, worker_processes
 from results import percentiles
@@ -98,9 +99,9 @@ def postgres_cpu_seconds(postmaster: int) -> float:
 
 
 def postmaster_pid(settings: Settings) -> int:
-    """The PostgreSQL server's postmaster: the parent of a backend of ours."""
-    [(backend,)] = sql(settings, "SELECT pg_backend_pid()")
-    return int(_stat_fields(backend)[1])
+    """The PostgreSQL server's postmaster: the stack's postgres service. (Not the parent of a
+    backend: the backend of a closed connection can be gone before its /proc entry is read.)"""
+    return stack_pids(settings, [POSTGRES])[POSTGRES][0]
 
 
 @dataclass
