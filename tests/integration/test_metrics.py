@@ -232,6 +232,10 @@ def test_promtool_accepts_the_scrape_of_every_real_process(
                     <= names
                 )
             if kind == "relay":
+                assert {
+                    "graph_ingest_outbox_purged_rows_total",
+                    "graph_ingest_outbox_purge_failures_total",
+                } <= names
                 _relay_counts_completed(f"http://127.0.0.1:{port}/metrics")
             if kind == "planner":
                 assert "graph_ingest_planner_extraction_issues_total" in names

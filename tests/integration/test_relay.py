@@ -15,11 +15,14 @@ from typing import Any
 import psycopg
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from prometheus_client import CollectorRegistry
 from psycopg import sql
 
+from graph_ingest.consumers.hooks import Hooks, relay_loop
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.admin import TopicSpec, create_topics, delete_topics
+from graph_ingest.observability.metrics import PipelineMetrics
 from graph_ingest.producers import outbox_purge
 from graph_ingest.producers.relay import OutboxRelay, advisory_lock_key
 from graph_ingest.settings import Settings
@@ -428,7 +431,7 @@ def test_a_running_relay_deletes_every_row_past_its_retention_not_one_statement_
     outbox: Outbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With an interval of an hour, only the relay's going on at once after a full statement
-    can delete seven rows two per statement."""
+    can delete seven rows two per statement; its metrics count the seven."""
     outbox.fill(operations=7, events=1)
     with OutboxRelay(outbox.settings) as earlier:
         assert drain(earlier) == 7
@@ -437,7 +440,10 @@ def test_a_running_relay_deletes_every_row_past_its_retention_not_one_statement_
     relay_settings = outbox.settings.relay.model_copy(update={"purge_interval_s": 3600.0})
     monkeypatch.setattr(outbox_purge, "PURGE_ROWS", 2)
     stop = threading.Event()
-    with OutboxRelay(outbox.settings.model_copy(update={"relay": relay_settings})) as relay:
+    registry, loop = CollectorRegistry(), relay_loop(outbox.settings.postgres.schema_name)
+    hooks = Hooks(loop, PipelineMetrics(registry, "relay", worker_id=loop))
+    settings = outbox.settings.model_copy(update={"relay": relay_settings})
+    with OutboxRelay(settings, hooks=hooks) as relay:
         worker = threading.Thread(target=relay.run, args=(stop,))
         worker.start()
         try:
@@ -450,3 +456,5 @@ def test_a_running_relay_deletes_every_row_past_its_retention_not_one_statement_
             stop.set()
             worker.join(timeout=30)
     assert not worker.is_alive()
+    assert registry.get_sample_value("graph_ingest_outbox_purged_rows_total") == 7
+    assert registry.get_sample_value("graph_ingest_outbox_purge_failures_total") == 0

@@ -124,6 +124,7 @@ def test_the_metrics_events_are_not_built_with_no_subscriber(
         "RoutesTaken",
         "Degraded",
         "Published",
+        "Purged",
         "Polled",
     )
     for name in names:
@@ -136,6 +137,7 @@ def test_the_metrics_events_are_not_built_with_no_subscriber(
     hooks.routes_taken({"1s": 1}, {"INTERNAL": 1})
     hooks.degraded(1)
     hooks.published({"completed": 1}, [0.1])
+    hooks.purged(5, False)
     hooks.polled()
 
 

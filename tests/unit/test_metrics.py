@@ -244,6 +244,19 @@ def test_relay_publications_by_stage_and_latency() -> None:
     assert value(registry, "graph_ingest_relay_publish_duration_seconds_count") == 3
 
 
+def test_relay_purges_count_deleted_rows_and_failed_tries() -> None:
+    registry = CollectorRegistry()
+    hooks = Hooks("relay/x", PipelineMetrics(registry, "relay", worker_id="relay/x"))
+    assert value(registry, "graph_ingest_outbox_purged_rows_total") == 0
+    assert value(registry, "graph_ingest_outbox_purge_failures_total") == 0
+    hooks.purged(5_000, False)
+    hooks.purged(0, True)
+    hooks.purged(120, False)
+    hooks.purged(0, False)  # nothing past its retention: no event
+    assert value(registry, "graph_ingest_outbox_purged_rows_total") == 5_120
+    assert value(registry, "graph_ingest_outbox_purge_failures_total") == 1
+
+
 def test_projection_lag_and_state_at_scrape_time() -> None:
     registry = CollectorRegistry()
     lag: dict[str, object] = {"lag": "not read yet"}

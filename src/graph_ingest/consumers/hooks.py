@@ -163,6 +163,15 @@ class Published:
     latencies: Sequence[float]
 
 
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """The active relay deleted ``rows`` outbox rows past their retention, or its try failed."""
+
+    worker: str
+    rows: int
+    failed: bool
+
+
 class LoopSubscriber:
     """Override the events to watch; the others do nothing."""
 
@@ -210,6 +219,9 @@ class LoopSubscriber:
 
     def published(self, event: Published) -> None:
         """The outbox relay published rows."""
+
+    def purged(self, event: Purged) -> None:
+        """The outbox relay deleted published rows past their retention, or failed to."""
 
 
 class Hooks:
@@ -321,6 +333,12 @@ class Hooks:
             for subscriber in self.subscribers:
                 subscriber.published(event)
 
+    def purged(self, rows: int, failed: bool) -> None:
+        if self.subscribers and (rows or failed):
+            event = Purged(self.worker, rows, failed)
+            for subscriber in self.subscribers:
+                subscriber.purged(event)
+
 
 __all__ = [
     "RELAY_PREFIX",
@@ -335,6 +353,7 @@ __all__ = [
     "PlansCompleted",
     "Polled",
     "Published",
+    "Purged",
     "Rebalanced",
     "RetriedInPlace",
     "RetriesDelivered",

@@ -231,6 +231,16 @@ class RelayFamilies:
             buckets=SECONDS_BUCKETS,
             registry=registry,
         )
+        self.purged_rows = Counter(
+            "graph_ingest_outbox_purged_rows_total",
+            "Published outbox rows the relay deleted past their retention",
+            registry=registry,
+        )
+        self.purge_failures = Counter(
+            "graph_ingest_outbox_purge_failures_total",
+            "Deletes of published outbox rows that failed (tried again after the interval)",
+            registry=registry,
+        )
         for stage in STAGES:
             self.transitions.labels(stage=stage)
 

@@ -34,6 +34,7 @@ from graph_ingest.consumers.hooks import (
     PlansCompleted,
     Polled,
     Published,
+    Purged,
     Rebalanced,
     RetriedInPlace,
     RetriesDelivered,
@@ -208,6 +209,13 @@ class PipelineMetrics(LoopSubscriber):
             self._relay.transitions.labels(stage=stage).inc(count)
         for seconds in event.latencies:
             self._relay.publish.observe(max(seconds, 0.0))
+
+    def purged(self, event: Purged) -> None:
+        if self._relay is None:
+            return
+        self._relay.purged_rows.inc(event.rows)
+        if event.failed:
+            self._relay.purge_failures.inc()
 
 
 def counts_of(counts: Mapping[tuple[str, str], int], outcome: str) -> int:

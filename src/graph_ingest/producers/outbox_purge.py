@@ -32,10 +32,10 @@ class PurgeSchedule:
     def due(self) -> bool:
         return time.monotonic() >= self._next
 
-    def run(self, purge: Callable[[], int]) -> None:
+    def run(self, purge: Callable[[], int], report: Callable[[int, bool], None]) -> None:
         """Call ``purge`` (it deletes up to ``limit`` rows past ``retention_s`` and returns how
-        many) and set the next time. A failure is logged and tried again after the interval:
-        publishing goes on."""
+        many), ``report(deleted, failed)`` what came of it, and set the next time. A failure
+        is logged and tried again after the interval: publishing goes on."""
         try:
             deleted = purge()
         except GraphIngestError as exc:
@@ -45,7 +45,10 @@ class PurgeSchedule:
                 exc,
                 self._interval_s,
             )
+            report(0, True)
             deleted = 0
+        else:
+            report(deleted, False)
         if deleted:
             logger.info(
                 "outbox[%s] deleted %d rows published over %.0fs ago",

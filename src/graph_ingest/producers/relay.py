@@ -75,7 +75,8 @@ class OutboxRelay:
         hooks: Hooks | None = None,
     ) -> None:
         """``hooks``: whoever watches the relay (``consumers.hooks``: a ``polled`` per round, a
-        ``published`` per batch published); none by default."""
+        ``published`` per batch published, a ``purged`` per purge of published rows); none by
+        default."""
         self._hooks = hooks or Hooks(relay_loop(settings.postgres.schema_name))
         self._operations_topic = settings.topics.operations
         self._schema = settings.postgres.schema_name
@@ -168,7 +169,7 @@ class OutboxRelay:
             if failures := backoff.succeeded():
                 logger.info("outbox[%s] publishing again after %d failures", self._schema, failures)
             if self._holds_lock and self._purge.due():
-                self._purge.run(self.purge_published)
+                self._purge.run(self.purge_published, self._hooks.purged)
             if count == 0:
                 self._idle(stop)
         logger.info("outbox[%s] relay stopped", self._schema)
