@@ -60,6 +60,8 @@ CATALOGUE = frozenset(
         "graph_ingest_relay_publish_duration_seconds",
         "graph_ingest_outbox_backlog_rows",
         "graph_ingest_outbox_oldest_age_seconds",
+        "graph_ingest_outbox_purged_rows_total",
+        "graph_ingest_outbox_purge_failures_total",
         # store gauges (applier and api)
         "graph_ingest_dlq_entries",
         "graph_ingest_dlq_oldest_pending_timestamp_seconds",
