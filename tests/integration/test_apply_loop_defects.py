@@ -242,3 +242,38 @@ def test_a_mixed_case_schema_name_is_the_schema_every_component_uses(
     schema = pipeline.settings.postgres.schema_name
     lower = pipeline.sql("SELECT 1 FROM pg_namespace WHERE nspname = %s", schema.lower())
     assert lower == []  # nothing went to the folded name
+
+
+# -- issue 20: a backlog of large documents fits PostgreSQL's lock table -------------------------
+
+LARGE_PLANS, ENTITIES_PER_PLAN = 30, 1_000
+
+
+def large_plan(pipeline: Pipeline, number: int) -> IngestionPlan:
+    entities = [Entity("Thing", f"thing {number} {i}") for i in range(ENTITIES_PER_PLAN)]
+    return sample_plan(
+        "it", f"large-{number}", f"Large {number}.", entities, [], graph=pipeline.graph
+    )
+
+
+def test_a_backlog_of_large_documents_applies_without_running_postgres_out_of_locks(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    """Each plan registers 1,000 entity nodes, an advisory lock each in the graph step: the
+    backlog in one batch would take 30,000, past the test stack's lock table (64 locks per
+    transaction x 200 connections). The batch bound on locks keeps every batch inside it, so no
+    batch fails with "out of shared memory" and is retried in place, then split."""
+    pipeline = pipeline_factory(
+        plan_partitions=1, batch_max_bytes=256 * 1024 * 1024, **FAST_RETRIES
+    )
+    plans = [large_plan(pipeline, n) for n in range(LARGE_PLANS)]
+    pipeline.publish(*plans)  # all waiting before the applier polls: one fetch could hold them
+    pipeline.start_applier()
+    for plan in plans:
+        pipeline.wait_stage(plan.operation_id, Stage.COMPLETED, timeout_s=120)
+    assert pipeline.retries_logged() == 0
+    (registered,) = pipeline.sql(
+        f'SELECT count(*) FROM "{pipeline.settings.postgres.schema_name}".entity_registry'
+    )
+    assert registered == (LARGE_PLANS * ENTITIES_PER_PLAN,)
+

@@ -1,4 +1,4 @@
-from graph_ingest.consumers.batching import select_batch
+from graph_ingest.consumers.batching import node_locks, select_batch
 from graph_ingest.consumers.offsets import OffsetTracker
 from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.errors import FingerprintMismatch
@@ -48,9 +48,14 @@ def deletes(node_id: str, *, detach: bool = False) -> Mutation:
 
 
 def select(
-    *pending: PlanMessage, max_plans: int = 10, max_bytes: int = 10_000
+    *pending: PlanMessage,
+    max_plans: int = 10,
+    max_bytes: int = 10_000,
+    max_locks: int | None = None,
 ) -> tuple[list[int], list[int]]:
-    batch, deferred = select_batch(list(pending), max_plans=max_plans, max_bytes=max_bytes)
+    batch, deferred = select_batch(
+        list(pending), max_plans=max_plans, max_bytes=max_bytes, max_locks=max_locks
+    )
     return offsets(batch), offsets(deferred)
 
 
@@ -74,6 +79,37 @@ def test_batch_is_bounded_by_count_and_bytes() -> None:
     assert offsets(select_batch(pending, max_plans=10, max_bytes=25)[0]) == [0, 1]
     # a single message larger than the byte bound still goes alone rather than wedging
     assert offsets(select_batch(pending, max_plans=10, max_bytes=1)[0]) == [0]
+
+
+def test_batch_is_bounded_by_the_postgres_locks_its_plans_take() -> None:
+    pending = [message(i, f"d{i}") for i in range(5)]  # three registrations each
+    assert select(*pending, max_locks=9) == ([0, 1, 2], [3, 4])
+    assert select(*pending, max_locks=8) == ([0, 1], [2, 3, 4])
+    assert select(*pending) == ([0, 1, 2, 3, 4], [])
+    # a plan taking more locks than the bound still goes alone rather than wedging
+    assert select(*pending, max_locks=1) == ([0], [1, 2, 3, 4])
+
+
+def test_a_plan_takes_a_lock_per_registered_node_and_per_node_its_conditional_deletes_check() -> (
+    None
+):
+    mutation = Mutation(
+        node_upserts=(NodeUpsert(node_id="n"),),
+        node_deletes=("gone",),
+        edge_deletes=(EdgeKey(src="a", type="R", dst="b"),),
+    )
+    plan = plan_for("d")  # three registrations
+    assert node_locks(plan.model_copy(update={"mutation": mutation})) == 3
+    conditional = mutation.model_copy(update={"deletes_if_unreferenced": True})
+    assert node_locks(plan.model_copy(update={"mutation": conditional})) == 3 + 1 + 2
+
+
+def test_a_plan_deferred_by_the_lock_bound_is_not_overtaken_by_a_conflicting_one() -> None:
+    first = changing(0, upserts("x"))
+    held = changing(1, upserts("n", title="old"))
+    later = changing(2, upserts("n", title="new"), registrations=())
+    unrelated = changing(3, upserts("m"), registrations=())
+    assert select(first, held, later, unrelated, max_locks=4) == ([0, 3], [1, 2])
 
 
 def test_undecodable_messages_always_join_the_batch() -> None:

@@ -14,9 +14,9 @@ stays out of the batch if
   order that earlier plan found no such node: an edge's endpoints must exist in the graph before
   the plan, or be upserted by the plan itself or by a plan that arrived earlier).
 
-A deferred plan, whatever deferred it (these rules, the count or the byte bound), holds back every
-later plan of its document and every later plan that touches what it touches, except where the
-two commute: both only name the same node, or both upsert the same element with equal values for
+A deferred plan, whatever deferred it (these rules, the count, byte or lock bound), holds back
+every later plan of its document and every later plan that touches what it touches, except where
+the two commute: both only name the same node, or both upsert the same element with equal values for
 every property they both set. Nothing overtakes a plan whose effect it could change or see.
 """
 
@@ -187,18 +187,36 @@ def _same_value(a: PropertyValue | _Disputed, b: PropertyValue | _Disputed) -> b
     return type(a) is type(b) and a == b
 
 
+def node_locks(plan: IngestionPlan) -> int:
+    """The PostgreSQL locks the graph step takes for ``plan``, at most: an advisory lock per
+    node it registers and per node its conditional deletes check (an edge's two ends)."""
+    mutation = plan.mutation
+    deletes = (
+        len(mutation.node_deletes) + 2 * len(mutation.edge_deletes)
+        if mutation.deletes_if_unreferenced
+        else 0
+    )
+    return len(plan.registrations) + deletes
+
+
 def select_batch(
-    pending: Sequence[PlanMessage], max_plans: int, max_bytes: int
+    pending: Sequence[PlanMessage],
+    max_plans: int,
+    max_bytes: int,
+    max_locks: int | None = None,
 ) -> tuple[list[PlanMessage], list[PlanMessage]]:
     """Split ``pending`` (in arrival order) into (batch, deferred), by the rules above.
 
-    Undecodable messages always join the batch: they only need to be recorded as rejected.
+    ``max_locks`` bounds the batch's ``node_locks`` (None: no bound): PostgreSQL's lock table
+    is shared and fixed, and a batch past it fails ("out of shared memory"). Like the byte
+    bound, it never keeps a plan out of an empty batch. Undecodable messages always join the
+    batch: they only need to be recorded as rejected.
     """
     batch: list[PlanMessage] = []
     deferred: list[PlanMessage] = []
     members = _Batch()
     held = _Deferred()
-    size = 0
+    size = locks = 0
     for message in pending:
         if message.plan is None:
             batch.append(message)
@@ -208,8 +226,10 @@ def select_batch(
             continue
         footprint = _Footprint.of(message.plan)
         value_size = len(message.value or b"")
+        plan_locks = node_locks(message.plan)
         if (
             (batch and size + value_size > max_bytes)
+            or (batch and max_locks is not None and locks + plan_locks > max_locks)
             or held.holds_back(footprint)
             or not members.admits(footprint)
         ):
@@ -218,5 +238,6 @@ def select_batch(
             continue
         batch.append(message)
         size += value_size
+        locks += plan_locks
         members.add(footprint)
     return batch, deferred

@@ -15,6 +15,16 @@ class ApplierSettings(Section):
     group_id: str = "graph-ingest-applier"
     batch_max_plans: int = Field(default=200, ge=1)
     batch_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    batch_max_locks: int = Field(
+        default=4_000,
+        ge=1,
+        description="PostgreSQL locks a batch may take: one per entity node its plans register,"
+        " one per node their conditional deletes check (an edge's two ends). Every worker's"
+        " batches share PostgreSQL's lock table (max_locks_per_transaction x (max_connections +"
+        " max_prepared_transactions): 6,400 by default, 12,800 in the local stack and compose);"
+        " a batch past it fails with 'out of shared memory' and is retried, then split. Keep"
+        " appliers x this under the table; a lone plan above it is applied alone",
+    )
     batch_linger_s: float = Field(default=0.05, ge=0)
     poll_timeout_s: float = Field(default=0.5, gt=0)
     retry_initial_backoff_s: float = Field(default=0.5, gt=0)

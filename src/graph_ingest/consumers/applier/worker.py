@@ -114,7 +114,10 @@ class ApplierWorker:
                 if not self._pending:
                     continue
                 batch, self._pending = select_batch(
-                    self._pending, settings.batch_max_plans, settings.batch_max_bytes
+                    self._pending,
+                    settings.batch_max_plans,
+                    settings.batch_max_bytes,
+                    settings.batch_max_locks,
                 )
                 self._fetch_ahead()
                 if self._apply_with_retry(batch, stop) is None:
