@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -28,7 +29,7 @@ from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
 from tests.integration.conftest import PipelineFactory
 from tests.integration.pipeline import FailingWriter, Pipeline
-from tests.integration.test_applier import doc_v1, planned_elements
+from tests.integration.test_applier import doc_v1, doc_v2, planned_elements
 from tests.samples import Entity, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -277,3 +278,22 @@ def test_a_backlog_of_large_documents_applies_without_running_postgres_out_of_lo
     )
     assert registered == (LARGE_PLANS * ENTITIES_PER_PLAN,)
 
+
+POLL_TIMEOUT_S = 10.0
+
+
+def test_a_plan_deferred_from_a_batch_is_applied_without_waiting_for_new_input(
+    pipeline_factory: PipelineFactory,
+) -> None:
+    """Two revisions of one document wait together: the second is deferred from the first's
+    batch (revision order). Nothing more arrives, so a loop that polled for new input before
+    applying what it holds would wait its whole poll timeout first."""
+    pipeline = pipeline_factory(plan_partitions=1, poll_timeout_s=POLL_TIMEOUT_S)
+    v1 = doc_v1(pipeline)
+    v2 = doc_v2(pipeline, v1.next_state)
+    pipeline.publish(v1, v2)
+    pipeline.start_applier()
+    first = pipeline.wait_stage(v1.operation_id, Stage.COMPLETED)
+    second = pipeline.wait_stage(v2.operation_id, Stage.COMPLETED, timeout_s=4 * POLL_TIMEOUT_S)
+    gap = second.stage_times[Stage.COMPLETED] - first.stage_times[Stage.COMPLETED]
+    assert gap < timedelta(seconds=POLL_TIMEOUT_S / 2), f"v2 completed {gap} after v1"

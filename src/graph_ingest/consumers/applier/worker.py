@@ -110,7 +110,10 @@ class ApplierWorker:
                 self._watch()
                 if not self._hold_while_forced_open(stop):
                     break
-                self._consume(settings.poll_timeout_s, settings.batch_linger_s)
+                # Plans deferred from the last batch are work at hand: take what has arrived
+                # since without waiting for more (the poll timeout is for an idle input).
+                poll_s = 0.0 if self._pending else settings.poll_timeout_s
+                self._consume(poll_s, settings.batch_linger_s)
                 if not self._pending:
                     continue
                 batch, self._pending = select_batch(
