@@ -1,12 +1,15 @@
 """Batch selection cost: time per ``select_batch`` call over a full pending list, and how many
 batches it takes to drain it, for plans that share no node and for plans that share nodes.
 
-    python benchmarks/select_batch.py [--plans 1000] [--batch 200] [--repeat 20]
+    python benchmarks/select_batch.py [--plans 1000] [--batch 200] [--repeat 20] [--large 60]
 
 Pure Python, no services. Plans are the small ones of workloads.py (10 nodes + 10 edges each); in
 the "shared" scenario every node id is drawn from a pool of 2,000, so plans of different documents
 upsert and link the same nodes, as entity plans of one space do; "revised" is "shared" with every
 plan arriving twice in a row (a second version of each document), so plans keep being deferred.
+"revised" and ``--large`` plans of 1,000 + 1,000 (four to a batch by the default lock bound) are
+then drained both ways, side by side: walking every deferred plan again at each batch, and with
+the footprints kept from one batch to the next, as the applier does.
 """
 
 from __future__ import annotations
@@ -14,15 +17,17 @@ from __future__ import annotations
 import argparse
 import time
 
-from workloads import small_plans
+from workloads import large_plans, small_plans
 
-from graph_ingest.consumers.batching import select_batch
+from graph_ingest.consumers.batching import Footprints, select_batch
 from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.mutation import EdgeUpsert, Mutation, NodeUpsert
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
 from graph_ingest.schemas.codec import encode_plan
+from graph_ingest.settings.applier import ApplierSettings
 
 POOL = 2000
+DEFAULT_LOCKS = ApplierSettings().batch_max_locks
 
 
 def shared(plan: IngestionPlan, index: int) -> IngestionPlan:
@@ -67,11 +72,36 @@ def measure(name: str, pending: list[PlanMessage], batch: int, repeat: int) -> N
     )
 
 
+def drain_s(pending: list[PlanMessage], batch: int, max_locks: int, keep: bool) -> float:
+    """Seconds to select every batch of ``pending``, as the applier does, keeping the deferred
+    plans' footprints from one call to the next (``keep``) or walking them again."""
+    footprints: Footprints | None = {} if keep else None
+    started = time.perf_counter()
+    left = pending
+    while left:
+        _, left = select_batch(left, batch, 8 * 1024 * 1024, max_locks, footprints)
+    return time.perf_counter() - started
+
+
+def compare_drains(name: str, pending: list[PlanMessage], batch: int, max_locks: int) -> None:
+    """Draining with and without the kept footprints, alternately, three times each."""
+    walked, kept = [], []
+    for _ in range(3):
+        walked.append(drain_s(pending, batch, max_locks, keep=False))
+        kept.append(drain_s(pending, batch, max_locks, keep=True))
+    print(
+        f"{name:9s} {len(pending)} pending, drained: {min(walked) * 1000:8.1f} ms walking every "
+        f"deferred plan again, {min(kept) * 1000:8.1f} ms with the kept footprints "
+        f"({min(walked) / min(kept):.1f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plans", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--large", type=int, default=60, help="large plans (1,000 + 1,000)")
     args = parser.parse_args()
     plans = small_plans(args.plans, GraphOptions(node_label="Bench"))
     measure("disjoint", messages(plans), args.batch, args.repeat)
@@ -79,6 +109,9 @@ def main() -> None:
     measure("shared", messages(shared_plans), args.batch, args.repeat)
     revised = [p for p in shared_plans[: args.plans // 2] for _ in range(2)]
     measure("revised", messages(revised), args.batch, args.repeat)
+    compare_drains("revised", messages(revised), args.batch, DEFAULT_LOCKS)
+    large = large_plans(args.large, GraphOptions(node_label="Bench"))
+    compare_drains("large", messages(large), args.batch, DEFAULT_LOCKS)
 
 
 if __name__ == "__main__":

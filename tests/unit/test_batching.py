@@ -1,9 +1,12 @@
+import pytest
+
+from graph_ingest.consumers import batching
 from graph_ingest.consumers.batching import node_locks, select_batch
 from graph_ingest.consumers.offsets import OffsetTracker
 from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.errors import FingerprintMismatch
 from graph_ingest.domain.mutation import EdgeKey, EdgeUpsert, Mutation, NodeUpsert, PropertyValue
-from graph_ingest.domain.plan import GraphOptions
+from graph_ingest.domain.plan import GraphOptions, IngestionPlan
 from tests.unit.plans import plan_for
 
 
@@ -110,6 +113,27 @@ def test_a_plan_deferred_by_the_lock_bound_is_not_overtaken_by_a_conflicting_one
     later = changing(2, upserts("n", title="new"), registrations=())
     unrelated = changing(3, upserts("m"), registrations=())
     assert select(first, held, later, unrelated, max_locks=4) == ([0, 3], [1, 2])
+
+
+def test_a_plan_deferred_again_is_not_walked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    walked: list[str] = []
+    footprint_of = batching._Footprint.of
+
+    def counting(plan: IngestionPlan) -> batching._Footprint:
+        walked.append(plan.operation_id)
+        return footprint_of(plan)
+
+    monkeypatch.setattr(batching._Footprint, "of", staticmethod(counting))
+    pending = [message(i, "d", mutation=upserts(f"n{i}")) for i in range(3)]  # one document
+    footprints: batching.Footprints = {}
+    batch, deferred = select_batch(pending, 10, 10_000, footprints=footprints)
+    assert (offsets(batch), offsets(deferred)) == ([0], [1, 2])
+    assert sorted(footprints) == [m.position for m in deferred]
+    assert len(walked) == 3
+    batch, deferred = select_batch(deferred, 10, 10_000, footprints=footprints)
+    assert (offsets(batch), offsets(deferred)) == ([1], [2])
+    assert len(walked) == 3  # both came from the kept footprints
+    assert sorted(footprints) == [deferred[0].position]
 
 
 def test_undecodable_messages_always_join_the_batch() -> None:

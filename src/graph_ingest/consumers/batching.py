@@ -35,6 +35,7 @@ NodeRef = tuple[str, str]  # (graph, node id); graph = database/base label
 EdgeRef = tuple[str, str, str, str, int]  # (graph, src, type, dst, rank)
 Properties = Mapping[str, PropertyValue]
 Element = TypeVar("Element", NodeRef, EdgeRef)
+Position = tuple[str, int, int]  # a Kafka record: (topic, partition, offset)
 
 
 class _Disputed(Enum):
@@ -199,32 +200,44 @@ def node_locks(plan: IngestionPlan) -> int:
     return len(plan.registrations) + deletes
 
 
+Footprints = dict[Position, _Footprint]
+"""The deferred plans' footprints by position, kept by the caller from one ``select_batch``
+to the next (a record's plan never changes, so neither does its footprint)."""
+
+
 def select_batch(
     pending: Sequence[PlanMessage],
     max_plans: int,
     max_bytes: int,
     max_locks: int | None = None,
+    footprints: Footprints | None = None,
 ) -> tuple[list[PlanMessage], list[PlanMessage]]:
     """Split ``pending`` (in arrival order) into (batch, deferred), by the rules above.
 
     ``max_locks`` bounds the batch's ``node_locks`` (None: no bound): PostgreSQL's lock table
     is shared and fixed, and a batch past it fails ("out of shared memory"). Like the byte
-    bound, it never keeps a plan out of an empty batch. Undecodable messages always join the
-    batch: they only need to be recorded as rejected.
+    bound, it never keeps a plan out of an empty batch. ``footprints``: the same dict at every
+    call, so a plan deferred again is not walked again (it is left holding the deferred plans'
+    footprints only). Undecodable messages always join the batch: they only need to be recorded
+    as rejected.
     """
     batch: list[PlanMessage] = []
     deferred: list[PlanMessage] = []
     members = _Batch()
     held = _Deferred()
     size = locks = 0
+    known = footprints if footprints is not None else {}
+    kept: Footprints = {}
     for message in pending:
         if message.plan is None:
             batch.append(message)
             continue
         if len(batch) >= max_plans:  # no later plan can join: their footprints do not matter
             deferred.append(message)
+            if (known_footprint := known.get(message.position)) is not None:
+                kept[message.position] = known_footprint
             continue
-        footprint = _Footprint.of(message.plan)
+        footprint = known.get(message.position) or _Footprint.of(message.plan)
         value_size = len(message.value or b"")
         plan_locks = node_locks(message.plan)
         if (
@@ -235,9 +248,13 @@ def select_batch(
         ):
             deferred.append(message)
             held.add(footprint)
+            kept[message.position] = footprint
             continue
         batch.append(message)
         size += value_size
         locks += plan_locks
         members.add(footprint)
+    if footprints is not None:
+        footprints.clear()
+        footprints.update(kept)
     return batch, deferred

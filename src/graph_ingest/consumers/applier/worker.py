@@ -25,7 +25,7 @@ from graph_ingest.consumers.applier.claims import resolve_claims
 from graph_ingest.consumers.applier.outages import OutageWatch
 from graph_ingest.consumers.applier.route_log import tier_label
 from graph_ingest.consumers.applier.routing import Ladder
-from graph_ingest.consumers.batching import select_batch
+from graph_ingest.consumers.batching import Footprints, select_batch
 from graph_ingest.consumers.breakers import Breakers, Controls, nothing_forced
 from graph_ingest.consumers.decode_ahead import DecodeAhead
 from graph_ingest.consumers.hooks import Hooks
@@ -87,6 +87,7 @@ class ApplierWorker:
         self._ahead: DecodeAhead[PlanMessage] = DecodeAhead(self._consumer.decode)
         self._offsets = OffsetCommitter(self._consumer, self._hooks)
         self._pending: list[PlanMessage] = []
+        self._footprints: Footprints = {}  # of the deferred plans in ``_pending``
         self._breakers = Breakers(
             applier.dependencies,
             failure_threshold=settings.applier.breaker_failure_threshold,
@@ -121,6 +122,7 @@ class ApplierWorker:
                     settings.batch_max_plans,
                     settings.batch_max_bytes,
                     settings.batch_max_locks,
+                    self._footprints,
                 )
                 self._fetch_ahead()
                 if self._apply_with_retry(batch, stop) is None:
