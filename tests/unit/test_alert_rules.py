@@ -80,6 +80,7 @@ def test_the_rules_use_catalogue_metrics_only() -> None:
         "graph_ingest_dlq_oldest_pending_timestamp_seconds",
         "graph_ingest_messages_consumed_total",
         "graph_ingest_outbox_backlog_rows",
+        "graph_ingest_outbox_purge_failures_total",
         "graph_ingest_projection_lag_seconds",
         "graph_ingest_projection_state",
         "graph_ingest_worker_heartbeat_timestamp_seconds",
