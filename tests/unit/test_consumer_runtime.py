@@ -22,7 +22,8 @@ from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait, poll_timeout
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka.consumer import Partition, TypedConsumer
+from graph_ingest.kafka.consumer import TypedConsumer
+from graph_ingest.kafka.records import Partition
 from graph_ingest.resilience.breaker import BreakerState
 
 

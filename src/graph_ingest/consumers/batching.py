@@ -30,12 +30,12 @@ from typing import TypeVar
 from graph_ingest.consumers.plan_message import PlanMessage
 from graph_ingest.domain.mutation import PropertyValue
 from graph_ingest.domain.plan import IngestionPlan
+from graph_ingest.kafka.records import Position
 
 NodeRef = tuple[str, str]  # (graph, node id); graph = database/base label
 EdgeRef = tuple[str, str, str, str, int]  # (graph, src, type, dst, rank)
 Properties = Mapping[str, PropertyValue]
 Element = TypeVar("Element", NodeRef, EdgeRef)
-Position = tuple[str, int, int]  # a Kafka record: (topic, partition, offset)
 
 
 class _Disputed(Enum):

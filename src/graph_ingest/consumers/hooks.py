@@ -15,9 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from graph_ingest.domain.breaker_control import BreakerControl
-
-Partition = tuple[str, int]
-Position = tuple[str, int, int]
+from graph_ingest.kafka.records import Partition, Position
 
 RELAY_PREFIX = "relay/"
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.plan_message import PlanMessage
-from graph_ingest.kafka.consumer import Partition, TypedConsumer
+from graph_ingest.kafka.consumer import TypedConsumer
+from graph_ingest.kafka.records import Partition
 
 
 class OffsetTracker:

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from graph_ingest.consumers.hooks import Hooks
-from graph_ingest.kafka.consumer import Partition, TypedConsumer
+from graph_ingest.kafka.consumer import TypedConsumer
+from graph_ingest.kafka.records import Partition
 
 _PAUSED_POLL_S = 0.5
 """The longest a paused wait polls at once: how soon it sees ``stop`` or its condition."""

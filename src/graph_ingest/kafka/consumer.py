@@ -45,6 +45,7 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.errors import translate_kafka_error
 from graph_ingest.kafka.headers import headers_of
 from graph_ingest.kafka.membership import Membership
+from graph_ingest.kafka.records import Partition
 from graph_ingest.schemas.errors import MalformedHeader
 from graph_ingest.schemas.headers import MessageHeaders, RetryHeaders
 from graph_ingest.settings.kafka import KAFKA_CLIENT_LOGGER
@@ -53,7 +54,6 @@ log = logging.getLogger(__name__)
 # Client errors (a broker down: one per retry) go where librdkafka's lines go: de-duplicated.
 client_log = logging.getLogger(KAFKA_CLIENT_LOGGER)
 
-Partition = tuple[str, int]
 # The log record attribute of a retry-tier message's delivery: seconds after it was due.
 TIER_LATENESS = "tier_lateness_s"
 # A batch lingers for more messages only while they keep coming: a trickle is not held back for

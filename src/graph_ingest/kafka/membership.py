@@ -17,9 +17,9 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-log = logging.getLogger(__name__)
+from graph_ingest.kafka.records import Partition
 
-Partition = tuple[str, int]
+log = logging.getLogger(__name__)
 
 
 def describe_partitions(partitions: Collection[Partition]) -> str:

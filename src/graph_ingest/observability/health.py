@@ -26,12 +26,12 @@ from graph_ingest.consumers.hooks import (
     Committed,
     Consumed,
     LoopSubscriber,
-    Partition,
     Polled,
     Rebalanced,
     Routed,
 )
 from graph_ingest.domain.breaker_control import BreakerControl
+from graph_ingest.kafka.records import Partition
 from graph_ingest.resilience.breaker import BreakerState
 
 

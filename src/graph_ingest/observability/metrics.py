@@ -30,7 +30,6 @@ from graph_ingest.consumers.hooks import (
     BreakerForced,
     Degraded,
     LoopSubscriber,
-    Partition,
     PlansCompleted,
     Polled,
     Published,
@@ -42,6 +41,7 @@ from graph_ingest.consumers.hooks import (
     StepsTimed,
 )
 from graph_ingest.domain.breaker_control import KNOWN_DEPENDENCIES
+from graph_ingest.kafka.records import Partition
 from graph_ingest.observability.families import (
     BREAKER_STATES,
     FORCED_MODES,

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from graph_ingest.consumers.hooks import Partition
 from graph_ingest.domain.breaker_control import BreakerControl, BreakerMode
+from graph_ingest.kafka.records import Partition
 from graph_ingest.observability.health import HealthSnapshot, LoopHealth
 from graph_ingest.resilience.breaker import BreakerState
 from graph_ingest.resilience.degradation import degradation_level

@@ -18,10 +18,11 @@ from psycopg import sql
 
 from graph_ingest.domain.plan import PlanKind
 from graph_ingest.domain.stages import Stage
+from graph_ingest.kafka.records import Position
 from graph_ingest.projections.document_fold import DocumentOperation, DocumentView, fold_document
 from graph_ingest.projections.events import OperationEvent
 from graph_ingest.projections.fold import FoldVerdict
-from graph_ingest.projections.tables import SKIPPED, Position, ReadTables
+from graph_ingest.projections.tables import SKIPPED, ReadTables
 from graph_ingest.store.postgres.params import Row, columns, json_text
 
 DOCUMENTS = "documents"

@@ -16,7 +16,8 @@ from typing import Any
 
 from psycopg import sql
 
-from graph_ingest.projections.tables import SKIPPED, Position, Positioned, ReadTables
+from graph_ingest.kafka.records import Position
+from graph_ingest.projections.tables import SKIPPED, Positioned, ReadTables
 from graph_ingest.store.postgres.params import columns
 
 ADVANCE = "ADVANCE"

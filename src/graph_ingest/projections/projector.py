@@ -31,10 +31,11 @@ from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka.consumer import Partition, TypedConsumer
+from graph_ingest.kafka.consumer import TypedConsumer
+from graph_ingest.kafka.records import Partition, Position
 from graph_ingest.projections.read_events import ReadDecoder, ReadEvent, describe, skipped
 from graph_ingest.projections.read_folds import ReadFolds, projections_by_topic
-from graph_ingest.projections.tables import Position, ReadTables
+from graph_ingest.projections.tables import ReadTables
 from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.settings import Settings
 from graph_ingest.store.errors import StoreError

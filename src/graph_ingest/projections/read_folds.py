@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
-from graph_ingest.kafka.consumer import Partition
+from graph_ingest.kafka.records import Partition, Position
 from graph_ingest.projections.degradation_rows import (
     DEGRADATION_TABLE,
     WORKER_DEGRADATION,
@@ -24,7 +24,7 @@ from graph_ingest.projections.document_table import DOCUMENTS, fold_documents
 from graph_ingest.projections.events import OperationEvent
 from graph_ingest.projections.keyed_tables import KeyedTable, fold_newest
 from graph_ingest.projections.read_events import DegradationChange, DlqEvent, ReadEvent
-from graph_ingest.projections.tables import OPERATION_STATUS, Position, ReadTables
+from graph_ingest.projections.tables import OPERATION_STATUS, ReadTables
 from graph_ingest.settings.kafka import TopicSettings
 
 KeyedEvent = TypeVar("KeyedEvent", DlqEvent, DegradationChange)

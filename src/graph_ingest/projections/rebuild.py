@@ -30,7 +30,7 @@ from typing import Any
 
 import psycopg
 
-from graph_ingest.kafka.consumer import Partition
+from graph_ingest.kafka.records import Partition
 from graph_ingest.projections.projector import projected_topics
 from graph_ingest.projections.rebuild_reader import Progress, end_offsets, fold_range
 from graph_ingest.projections.rebuild_schema import (

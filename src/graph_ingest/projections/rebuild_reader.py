@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from graph_ingest.kafka.consumer import Partition, open_consumer, read_retry
+from graph_ingest.kafka.consumer import open_consumer, read_retry
 from graph_ingest.kafka.errors import translate_kafka_error
 from graph_ingest.kafka.headers import headers_of
+from graph_ingest.kafka.records import Partition
 from graph_ingest.projections.lag_reader import unread_ranges
 from graph_ingest.projections.projector import fold_batch
 from graph_ingest.projections.read_events import ReadDecoder, ReadEvent

@@ -19,7 +19,7 @@ from psycopg import sql
 
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka.consumer import Partition
+from graph_ingest.kafka.records import Partition
 from graph_ingest.projections.tables import REBUILD_LOCK_CLASS
 
 TRACKING = "tracking_positions"

@@ -24,7 +24,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from graph_ingest.domain.operation import Operation
-from graph_ingest.kafka.consumer import Partition
+from graph_ingest.kafka.records import Partition, Position
 from graph_ingest.projections.events import OperationEvent
 from graph_ingest.projections.fold import FoldVerdict, OperationStatus, fold_all
 from graph_ingest.projections.rows import (
@@ -42,8 +42,6 @@ OPERATION_STATUS = "operation_status"
 
 SKIPPED = "SKIPPED"
 """The outcome of an event that carries no snapshot (``projections.events``)."""
-
-Position = tuple[str, int, int]
 
 
 class Positioned(Protocol):

@@ -51,6 +51,7 @@ from graph_ingest.domain.operation import Operation, OutageWait
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.stages import Stage
 from graph_ingest.graph.base import GraphWriter
+from graph_ingest.kafka.records import Position
 from graph_ingest.resilience.classify import classify, error_info
 from graph_ingest.resilience.policy import (
     BatchAction,
@@ -66,7 +67,6 @@ from graph_ingest.store.operations import NewOperation
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
-Position = tuple[str, int, int]
 
 
 class Outcome(StrEnum):

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from graph_ingest.consumers.plan_message import PlanMessage
+from graph_ingest.kafka.records import Position
 from graph_ingest.resilience.policy import MAIN, REPLAY, Location, RouteKind, tier
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.settings import Settings
 from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.store.failures import FailureAttempt
 
-Position = tuple[str, int, int]
 Origin = tuple[str, int | None, int | None]
 """Where a DLQ entry's message came from; partition and offset unknown for a plan that followed
 another to the DLQ without a delivery in hand."""

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
-from graph_ingest.consumers.applier.apply import Outcome, PlanApplier, Position
+from graph_ingest.consumers.applier.apply import Outcome, PlanApplier
 from graph_ingest.consumers.applier.claims import resolve_claims
 from graph_ingest.consumers.applier.outages import OutageWatch
 from graph_ingest.consumers.applier.route_log import tier_label
@@ -33,7 +33,8 @@ from graph_ingest.consumers.offsets import OffsetCommitter
 from graph_ingest.consumers.plan_message import PlanMessage, decode_message
 from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait, poll_timeout
 from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
-from graph_ingest.kafka.consumer import Partition, TypedConsumer
+from graph_ingest.kafka.consumer import TypedConsumer
+from graph_ingest.kafka.records import Partition, Position
 from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.resilience.breaker import BreakerState
 from graph_ingest.resilience.classify import classify, retry_reason

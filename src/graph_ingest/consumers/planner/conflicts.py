@@ -40,9 +40,10 @@ from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
-from graph_ingest.kafka.consumer import Partition, RetryRead, TypedConsumer
+from graph_ingest.kafka.consumer import RetryRead, TypedConsumer
 from graph_ingest.kafka.errors import ProducerFenced
 from graph_ingest.kafka.reader import read_at
+from graph_ingest.kafka.records import Partition
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.producers.replans import (
     ConflictAction,

@@ -16,6 +16,7 @@ from graph_ingest.consumers.planner.requests import RequestMessage
 from graph_ingest.domain.candidates import ExtractionIssue
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.domain.trace import TraceParent, new_trace_id
+from graph_ingest.kafka.records import Partition, Position
 from graph_ingest.planning.request_planner import PlannedRequest
 from graph_ingest.producers.replans import ConflictAction, ReplanMark
 from graph_ingest.schemas import headers as kafka_headers
@@ -31,8 +32,6 @@ from graph_ingest.store.submissions import Replan, ReplanOutcome, Submission, su
 
 log = logging.getLogger(__name__)
 
-Position = tuple[str, int, int]
-Partition = tuple[str, int]
 
 PLANNED = "PLANNED"
 DEAD_LETTERED = "DEAD_LETTERED"

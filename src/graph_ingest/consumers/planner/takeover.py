@@ -17,8 +17,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from graph_ingest.kafka.consumer import Partition
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
+from graph_ingest.kafka.records import Partition
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.settings import Settings
 

@@ -22,13 +22,13 @@ Per poll batch (``ingest.requests``, read_committed, offsets never committed by 
    commit leaves nothing visible to read_committed readers, and the requests are planned again
    by whoever owns their partitions next.
 
-If step 3 or 4 fails, the batch's partitions are rewound to its first requests and their documents
-forgotten by the planner (their plans were not published), and the batch is planned again after
-a backoff (if the producer gave its client up, once the transactional.id is taken over again:
-``consumers.planner.takeover``). PostgreSQL is written first: a plan's claim (and a DLQ index
-row) may exist without its event (an aborted transaction), never the event without the claim. A partition revoked from
-this worker makes the planner forget its documents: their next owner plans them from their
-committed state. SIGTERM (``stop``) ends the loop between batches.
+If step 3 or 4 fails, the batch's partitions are rewound to its first requests, their documents
+forgotten (their plans were not published), and the batch is planned again after a backoff (after
+a takeover of the transactional.id if the producer gave its client up: ``planner.takeover``).
+PostgreSQL is written first: a plan's claim (and a DLQ index row) may exist without its event (an
+aborted transaction), never the event without the claim. A partition revoked from this worker makes
+the planner forget its documents: their next owner plans them from their committed state. SIGTERM
+(``stop``) ends the loop between batches.
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ from graph_ingest.consumers.planner.planning_dlq import PlanningFailure, dead_le
 from graph_ingest.consumers.planner.requests import RequestMessage, decode_request_message
 from graph_ingest.consumers.planner.takeover import TakeOver, planner_producer
 from graph_ingest.consumers.runtime import RebalanceHooks, poll_timeout
-from graph_ingest.kafka.consumer import Partition, TypedConsumer
+from graph_ingest.kafka.consumer import TypedConsumer
 from graph_ingest.kafka.errors import ProducerFenced
+from graph_ingest.kafka.records import Partition, Position
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.planning.errors import ExtractionFailed
 from graph_ingest.planning.request_planner import PlannedRequest, RequestPlanner
@@ -104,8 +105,7 @@ class PlannerWorker:
         producer: TransactionalProducer | None = None,
         hooks: Hooks | None = None,
     ) -> None:
-        """``producer``: the transactional producer to publish with (crash tests halt one).
-        ``hooks``: whoever watches the loop (none by default)."""
+        """``producer``: the transactional producer (crash tests halt one); ``hooks``: watchers."""
         self._settings = settings.planner
         self._topics = settings.topics
         self._planner = planner
@@ -123,7 +123,7 @@ class PlannerWorker:
         )
         self._producer = producer or planner_producer(settings)
         self._conflicts = ConflictWatcher(settings, store, clock=clock)
-        self._retrying: dict[tuple[str, int, int], _Retrying] = {}
+        self._retrying: dict[Position, _Retrying] = {}
         self._documents: dict[Partition, set[tuple[str, str]]] = {}
         self._take_over = TakeOver(
             self._producer,
