@@ -136,6 +136,25 @@ def test_a_plan_deferred_again_is_not_walked_again(monkeypatch: pytest.MonkeyPat
     assert sorted(footprints) == [deferred[0].position]
 
 
+def test_plans_deferred_by_a_bound_are_folded_only_when_a_later_plan_is_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    folded: list[int] = []
+    record = batching._record
+
+    def counting(deferred, upserts) -> None:  # type: ignore[no-untyped-def]
+        folded.append(len(upserts))
+        record(deferred, upserts)
+
+    monkeypatch.setattr(batching, "_record", counting)
+    backlog = [changing(i, upserts(f"n{i}", f"m{i}")) for i in range(6)]  # three locks each
+    assert select(*backlog, max_locks=6) == ([0, 1], [2, 3, 4, 5])
+    assert folded == []  # every later plan was deferred by the bound alone
+    lockless = changing(6, deletes("n2"), registrations=())
+    assert select(*backlog, lockless, max_locks=6) == ([0, 1], [2, 3, 4, 5, 6])
+    assert len(folded) == 2 * 4  # checked against the four deferred plans' nodes and edges
+
+
 def test_undecodable_messages_always_join_the_batch() -> None:
     pending = [message(0, "a"), message(1, None), message(2, "a")]
     batch, deferred = select_batch(pending, max_plans=10, max_bytes=10_000)

@@ -123,7 +123,12 @@ class _Batch:
 
 @dataclass(slots=True)
 class _Deferred:
-    """The union of the deferred plans' footprints: what no later plan may overtake."""
+    """The union of the deferred plans' footprints: what no later plan may overtake.
+
+    A deferred footprint is folded into the union only when a later plan is checked against it:
+    in a backlog past the batch's bounds every later plan is deferred by the bound alone, and
+    folding each of them (a large plan's thousands of elements) at every batch would cost more
+    than the rest of the selection."""
 
     documents: set[tuple[str, str]] = field(default_factory=set)
     touched_nodes: set[NodeRef] = field(default_factory=set)
@@ -133,8 +138,10 @@ class _Deferred:
     edges: set[EdgeRef] = field(default_factory=set)
     deleted_edges: set[EdgeRef] = field(default_factory=set)
     edge_upserts: dict[EdgeRef, DeferredValues] = field(default_factory=dict)
+    unfolded: list[_Footprint] = field(default_factory=list)
 
     def holds_back(self, plan: _Footprint) -> bool:
+        self._fold()
         return (
             plan.document in self.documents
             or not plan.deleted_nodes.isdisjoint(self.touched_nodes)
@@ -149,14 +156,19 @@ class _Deferred:
         )
 
     def add(self, plan: _Footprint) -> None:
-        self.documents.add(plan.document)
-        self.touched_nodes |= plan.touched_nodes
-        self.deleted_nodes |= plan.deleted_nodes
-        self.named_nodes |= plan.named_nodes
-        _record(self.node_upserts, plan.node_upserts)
-        self.edges |= plan.edges
-        self.deleted_edges |= plan.deleted_edges
-        _record(self.edge_upserts, plan.edge_upserts)
+        self.unfolded.append(plan)
+
+    def _fold(self) -> None:
+        for plan in self.unfolded:
+            self.documents.add(plan.document)
+            self.touched_nodes |= plan.touched_nodes
+            self.deleted_nodes |= plan.deleted_nodes
+            self.named_nodes |= plan.named_nodes
+            _record(self.node_upserts, plan.node_upserts)
+            self.edges |= plan.edges
+            self.deleted_edges |= plan.deleted_edges
+            _record(self.edge_upserts, plan.edge_upserts)
+        self.unfolded.clear()
 
 
 def _record(deferred: dict[Element, DeferredValues], upserts: Mapping[Element, Properties]) -> None:
