@@ -17,11 +17,11 @@ from graph_ingest.consumers.applier.apply import PlanApplier
 from graph_ingest.consumers.applier.route_log import tier_label
 from graph_ingest.consumers.applier.routing import Ladder
 from graph_ingest.consumers.applier.worker import ApplierWorker
-from graph_ingest.consumers.hooks import Hooks, LoopSubscriber, relay_loop
 from graph_ingest.consumers.planner.worker import PlannerWorker
 from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
+from graph_ingest.hooks import Hooks, LoopSubscriber, relay_loop
 from graph_ingest.kafka.control import ControlFollower
 from graph_ingest.kafka.degradation import DegradationPublisher
 from graph_ingest.observability.metrics import Kind, PipelineMetrics
@@ -78,7 +78,7 @@ def run_applier(
     relay_subscribers: Sequence[LoopSubscriber] = (),
 ) -> None:
     """Run one applier until ``stop`` is set. Store and writer may be injected (tests wrap them);
-    ``subscribers`` watch every loop's lifecycle hooks (``consumers.hooks``), and
+    ``subscribers`` watch every loop's lifecycle hooks (``hooks``), and
     ``relay_subscribers`` the relay's (the metrics, not the health: the relay holds no
     partition, and its rounds are no sign the consuming loops turn).
 
@@ -209,7 +209,7 @@ def run_planner(
     subscribers: Sequence[LoopSubscriber] = (),
 ) -> None:
     """Run one planner worker until ``stop`` is set; the planner is started first and closed
-    when the worker stops. ``subscribers`` watch its lifecycle hooks (``consumers.hooks``)."""
+    when the worker stops. ``subscribers`` watch its lifecycle hooks (``hooks``)."""
     store = store or postgres_store(settings)
     store.start()
     try:

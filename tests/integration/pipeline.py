@@ -12,7 +12,6 @@ import psycopg
 from confluent_kafka import Consumer, Producer
 from neo4j import GraphDatabase
 
-from graph_ingest.consumers.hooks import LoopSubscriber
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
@@ -21,6 +20,7 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.base import GraphWriter
 from graph_ingest.graph.errors import GraphError
 from graph_ingest.graph.neo4j import Neo4jGraphWriter
+from graph_ingest.hooks import LoopSubscriber
 from graph_ingest.kafka.admin import delete_topics, ensure_topics, pipeline_topics
 from graph_ingest.planning.request_planner import RequestPlanner
 from graph_ingest.producers.plan_publisher import PlanPublisher

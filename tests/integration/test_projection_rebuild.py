@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from graph_ingest.cli.main import cli
-from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.hooks import Hooks
 from graph_ingest.projections.projector import Projector
 from graph_ingest.projections.queries import OperationQueries
 from graph_ingest.projections.rebuild import Rebuild, RebuildOutcome

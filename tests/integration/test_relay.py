@@ -18,9 +18,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from prometheus_client import CollectorRegistry
 from psycopg import sql
 
-from graph_ingest.consumers.hooks import Hooks, relay_loop
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.hooks import Hooks, relay_loop
 from graph_ingest.kafka.admin import TopicSpec, create_topics, delete_topics
 from graph_ingest.observability.metrics import PipelineMetrics
 from graph_ingest.producers import outbox_purge

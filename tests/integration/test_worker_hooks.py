@@ -8,14 +8,14 @@ import threading
 
 import pytest
 
-from graph_ingest.consumers.hooks import (
+from graph_ingest.domain.stages import Stage
+from graph_ingest.hooks import (
     BatchHandled,
     Committed,
     Consumed,
     LoopSubscriber,
     Rebalanced,
 )
-from graph_ingest.domain.stages import Stage
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import run_applier
 from tests.integration.pipeline import Pipeline

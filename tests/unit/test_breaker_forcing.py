@@ -14,16 +14,16 @@ from click.testing import CliRunner
 
 from graph_ingest.cli.main import cli
 from graph_ingest.consumers.breakers import Breakers
-from graph_ingest.consumers.hooks import (
+from graph_ingest.domain.breaker_control import BreakerControl, BreakerMode
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.graph.errors import GraphUnavailable
+from graph_ingest.hooks import (
     BreakerChanged,
     BreakerForced,
     Hooks,
     LoopSubscriber,
     Polled,
 )
-from graph_ingest.domain.breaker_control import BreakerControl, BreakerMode
-from graph_ingest.domain.status import StatusCode
-from graph_ingest.graph.errors import GraphUnavailable
 from graph_ingest.observability.health import HealthSubscriber
 from graph_ingest.observability.probes import ready
 from graph_ingest.producers.breaker_control import UnknownDependency, force

@@ -10,18 +10,18 @@ from typing import Any, cast
 import pytest
 
 from graph_ingest.consumers.breakers import Breakers
-from graph_ingest.consumers.hooks import (
+from graph_ingest.consumers.offsets import OffsetCommitter
+from graph_ingest.consumers.plan_message import PlanMessage
+from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait, poll_timeout
+from graph_ingest.domain.errors import GraphIngestError
+from graph_ingest.domain.status import StatusCode
+from graph_ingest.hooks import (
     BreakerChanged,
     Committed,
     Hooks,
     LoopSubscriber,
     Rebalanced,
 )
-from graph_ingest.consumers.offsets import OffsetCommitter
-from graph_ingest.consumers.plan_message import PlanMessage
-from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait, poll_timeout
-from graph_ingest.domain.errors import GraphIngestError
-from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.consumer import TypedConsumer
 from graph_ingest.kafka.records import Partition
 from graph_ingest.resilience.breaker import BreakerState

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph_ingest.consumers.hooks import Hooks, LoopSubscriber, Polled
+from graph_ingest.hooks import Hooks, LoopSubscriber, Polled
 from graph_ingest.observability import probes
 from graph_ingest.observability.health import HealthSubscriber
 

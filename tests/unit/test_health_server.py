@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from graph_ingest.cli.main import cli
-from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.domain.errors import ConfigurationError
+from graph_ingest.hooks import Hooks
 from graph_ingest.observability.check import HealthUnreachable, ask
 from graph_ingest.observability.health import HealthSubscriber
 from graph_ingest.observability.server import HealthServer, routes, serving_health

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from graph_ingest.consumers.hooks import (
+from graph_ingest.hooks import (
     BatchHandled,
     BreakerChanged,
     Committed,
@@ -98,7 +98,7 @@ def test_a_subscriber_overrides_only_what_it_watches() -> None:
 
 def test_with_no_subscriber_no_event_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
     # Building an event is the only cost a hook could add: with no subscriber there is none.
-    import graph_ingest.consumers.hooks as hooks_module
+    import graph_ingest.hooks as hooks_module
 
     def refuse(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("an event was built with no subscriber")
@@ -111,7 +111,7 @@ def test_with_no_subscriber_no_event_is_built(monkeypatch: pytest.MonkeyPatch) -
 def test_the_metrics_events_are_not_built_with_no_subscriber(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import graph_ingest.consumers.hooks as hooks_module
+    import graph_ingest.hooks as hooks_module
 
     def refuse(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("an event was built with no subscriber")

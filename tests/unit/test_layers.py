@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "graph_ingest.planning",
         "graph_ingest.stack",
     ),
+    ("graph_ingest.hooks",),
     ("graph_ingest.consumers",),
     ("graph_ingest.observability",),
     ("graph_ingest.producers",),

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from graph_ingest.consumers.hooks import Hooks, relay_loop
 from graph_ingest.domain.breaker_control import BreakerControl, BreakerMode
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.graph.errors import GraphTransactionAborted
+from graph_ingest.hooks import Hooks, relay_loop
 from graph_ingest.observability.metrics import PipelineMetrics, ProjectionMetrics
 from graph_ingest.resilience.classify import retry_reason
 from graph_ingest.store.errors import StoreError

@@ -13,7 +13,7 @@ from graph_ingest.cli.config import load_settings
 from graph_ingest.cli.exit_codes import reports_errors
 from graph_ingest.cli.gc_policy import tune_collector
 from graph_ingest.cli.signals import stop_on_signals
-from graph_ingest.consumers.hooks import LoopSubscriber, relay_loop
+from graph_ingest.hooks import LoopSubscriber, relay_loop
 from graph_ingest.observability.logs import bind_worker, worker_verbosity
 from graph_ingest.settings import Settings
 

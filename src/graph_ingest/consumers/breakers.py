@@ -15,9 +15,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
-from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.domain.breaker_control import BreakerControl, BreakerMode
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.hooks import Hooks
 from graph_ingest.resilience.breaker import BreakerState, CircuitBreaker
 from graph_ingest.resilience.classify import dependency_of
 from graph_ingest.resilience.forcing import effective_state, holds_paused, opens_on_failure

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.plan_message import PlanMessage
+from graph_ingest.hooks import Hooks
 from graph_ingest.kafka.consumer import TypedConsumer
 from graph_ingest.kafka.records import Partition
 

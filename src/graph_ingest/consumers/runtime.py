@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from graph_ingest.consumers.hooks import Hooks
+from graph_ingest.hooks import Hooks
 from graph_ingest.kafka.consumer import TypedConsumer
 from graph_ingest.kafka.records import Partition
 

@@ -1,4 +1,4 @@
-"""What a worker's loops say about its health: a :class:`~graph_ingest.consumers.hooks.LoopSubscriber`
+"""What a worker's loops say about its health: a :class:`~graph_ingest.hooks.LoopSubscriber`
 that keeps, per loop, the last heartbeat, the partitions assigned and each dependency's breaker
 with the operators' word on it (forced open or closed, by whom, why, when).
 
@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from graph_ingest.consumers.hooks import (
+from graph_ingest.domain.breaker_control import BreakerControl
+from graph_ingest.hooks import (
     BatchHandled,
     BreakerChanged,
     BreakerForced,
@@ -30,7 +31,6 @@ from graph_ingest.consumers.hooks import (
     Rebalanced,
     Routed,
 )
-from graph_ingest.domain.breaker_control import BreakerControl
 from graph_ingest.kafka.records import Partition
 from graph_ingest.resilience.breaker import BreakerState
 

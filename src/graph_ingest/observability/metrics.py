@@ -1,5 +1,5 @@
 """The pipeline's Prometheus metrics, on an injectable ``CollectorRegistry``: a
-:class:`~graph_ingest.consumers.hooks.LoopSubscriber` that turns what the loops tell their hooks
+:class:`~graph_ingest.hooks.LoopSubscriber` that turns what the loops tell their hooks
 into samples (Dramatiq's Prometheus middleware), so that no handler calls a metric.
 
 One :class:`PipelineMetrics` per process, subscribed to every loop of it (an applier's two loops
@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry
 
-from graph_ingest.consumers.hooks import (
+from graph_ingest.domain.breaker_control import KNOWN_DEPENDENCIES
+from graph_ingest.hooks import (
     RELAY_PREFIX,
     BatchHandled,
     BreakerChanged,
@@ -40,7 +41,6 @@ from graph_ingest.consumers.hooks import (
     RoutesTaken,
     StepsTimed,
 )
-from graph_ingest.domain.breaker_control import KNOWN_DEPENDENCIES
 from graph_ingest.kafka.records import Partition
 from graph_ingest.observability.families import (
     BREAKER_STATES,

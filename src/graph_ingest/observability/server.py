@@ -19,8 +19,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from graph_ingest.consumers.hooks import LoopSubscriber
 from graph_ingest.domain.errors import ConfigurationError
+from graph_ingest.hooks import LoopSubscriber
 from graph_ingest.observability import probes
 from graph_ingest.observability.health import HealthSubscriber
 from graph_ingest.observability.probes import ProbeAnswer

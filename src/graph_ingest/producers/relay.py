@@ -40,8 +40,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from graph_ingest.consumers.hooks import Hooks, relay_loop
 from graph_ingest.domain.errors import GraphIngestError
+from graph_ingest.hooks import Hooks, relay_loop
 from graph_ingest.kafka.errors import KafkaIngestError, ProducerFenced
 from graph_ingest.kafka.transactional import TransactionalProducer
 from graph_ingest.producers.outbox_purge import PurgeSchedule
@@ -74,7 +74,7 @@ class OutboxRelay:
         producer_overrides: Mapping[str, Any] | None = None,
         hooks: Hooks | None = None,
     ) -> None:
-        """``hooks``: whoever watches the relay (``consumers.hooks``: a ``polled`` per round, a
+        """``hooks``: whoever watches the relay (``hooks``: a ``polled`` per round, a
         ``published`` per batch published, a ``purged`` per purge of published rows); none by
         default."""
         self._hooks = hooks or Hooks(relay_loop(settings.postgres.schema_name))

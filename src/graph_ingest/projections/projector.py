@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING
 
-from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait
 from graph_ingest.domain.errors import GraphIngestError
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.hooks import Hooks
 from graph_ingest.kafka.consumer import TypedConsumer
 from graph_ingest.kafka.records import Partition, Position
 from graph_ingest.projections.read_events import ReadDecoder, ReadEvent, describe, skipped

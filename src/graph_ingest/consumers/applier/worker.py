@@ -8,7 +8,7 @@ messages of partitions revoked meanwhile leave the batch: their next owner appli
 worker must not. A breaker an operator forced open (``consumers.breakers``, the word read once
 per round) holds the loop in the same paused wait before it takes or applies anything. SIGTERM
 (a set ``stop`` event) finishes the batch in hand, commits, and leaves the group. The loop fires
-its lifecycle hooks (``consumers.hooks``) per poll and per batch.
+its lifecycle hooks (``hooks``) per poll and per batch.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from graph_ingest.consumers.applier.routing import Ladder
 from graph_ingest.consumers.batching import Footprints, select_batch
 from graph_ingest.consumers.breakers import Breakers, Controls, nothing_forced
 from graph_ingest.consumers.decode_ahead import DecodeAhead
-from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.offsets import OffsetCommitter
 from graph_ingest.consumers.plan_message import PlanMessage, decode_message
 from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait, poll_timeout
 from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
+from graph_ingest.hooks import Hooks
 from graph_ingest.kafka.consumer import TypedConsumer
 from graph_ingest.kafka.records import Partition, Position
 from graph_ingest.resilience.backoff import Backoff

@@ -42,7 +42,6 @@ from datetime import UTC, datetime
 
 from confluent_kafka import TopicPartition
 
-from graph_ingest.consumers.hooks import Hooks
 from graph_ingest.consumers.planner.conflicts import ConflictWatcher
 from graph_ingest.consumers.planner.handled import (
     DEAD_LETTERED,
@@ -57,6 +56,7 @@ from graph_ingest.consumers.planner.planning_dlq import PlanningFailure, dead_le
 from graph_ingest.consumers.planner.requests import RequestMessage, decode_request_message
 from graph_ingest.consumers.planner.takeover import TakeOver, planner_producer
 from graph_ingest.consumers.runtime import RebalanceHooks, poll_timeout
+from graph_ingest.hooks import Hooks
 from graph_ingest.kafka.consumer import TypedConsumer
 from graph_ingest.kafka.errors import ProducerFenced
 from graph_ingest.kafka.records import Partition, Position
