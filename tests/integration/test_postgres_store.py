@@ -38,7 +38,7 @@ from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.store.errors import RegistryConflict, StoreError
 from graph_ingest.store.failures import FailureAttempt
-from graph_ingest.store.migrate import available_migrations, migrate
+from graph_ingest.store.migrate import migrate
 from graph_ingest.store.operations import NewOperation
 from graph_ingest.store.parking import StoredPlan
 from graph_ingest.store.postgres.registry import SELECT_REGISTRY, PostgresRegistryWriter
@@ -174,31 +174,6 @@ def registry(pg: PostgresSettings) -> dict[tuple[str, str], tuple[str, str, list
         pg, "SELECT entity_type, normalized_name, name, node_id, aliases FROM entity_registry"
     )
     return {(t, n): (name, node, aliases) for t, n, name, node, aliases in rows}
-
-
-# -- migrations ----------------------------------------------------------------------------------
-
-
-def test_migrate_is_idempotent_and_safe_to_run_concurrently(stack_settings: Settings) -> None:
-    settings = stack_settings.postgres.model_copy(update={"schema_name": f"t_{uuid.uuid4().hex}"})
-    try:
-        barrier = threading.Barrier(4)
-
-        def run() -> list[str]:
-            barrier.wait()
-            return migrate(settings)
-
-        with ThreadPoolExecutor(4) as executor:
-            results = [f.result(timeout=60) for f in [executor.submit(run) for _ in range(4)]]
-        versions = [m.version for m in available_migrations()]
-        assert versions[:2] == ["0001", "0002"]
-        assert sorted(results) == [[], [], [], versions]
-        assert migrate(settings) == []
-        assert query(settings, "SELECT version FROM schema_migrations ORDER BY version") == [
-            (v,) for v in versions
-        ]
-    finally:
-        _drop_schema(settings)
 
 
 # -- operations ----------------------------------------------------------------------------------

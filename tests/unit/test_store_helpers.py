@@ -15,7 +15,12 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.state import DocumentState, FactKind, FactSource
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.store.errors import StoreError
-from graph_ingest.store.migrate import available_migrations
+from graph_ingest.store.migrate import (
+    OUTSIDE_A_TRANSACTION,
+    Migration,
+    available_migrations,
+    in_runs,
+)
 from graph_ingest.store.postgres.documents import check_commit_batch, stamp_committed_at
 from graph_ingest.store.postgres.operation_rows import operation_from_row, snapshot_values
 from graph_ingest.store.postgres.operations import snapshot_chains
@@ -54,6 +59,35 @@ def test_migrations_are_versioned_in_order_and_carry_the_outbox_shape() -> None:
     text = migrations[0].sql.decode()
     assert "id             BIGSERIAL PRIMARY KEY" in text
     assert "WHERE published_at IS NULL" in text
+
+
+def test_a_migration_outside_a_transaction_applies_alone_statement_by_statement() -> None:
+    plain = [Migration(f"000{i}", "plain", b"CREATE TABLE t (a int); SELECT 1;") for i in (1, 2)]
+    outside = Migration(
+        "0003",
+        "outside",
+        OUTSIDE_A_TRANSACTION
+        + b"-- a comment; with a semicolon\n"
+        + b"DROP INDEX CONCURRENTLY IF EXISTS i;\n"
+        + b"CREATE INDEX CONCURRENTLY i\n    ON t (a) WHERE a IS NOT NULL;  \n",
+    )
+    last = Migration("0004", "plain", b"SELECT 2;")
+    assert not plain[0].outside_a_transaction and outside.outside_a_transaction
+    assert in_runs([*plain, outside, outside, last]) == [plain, [outside], [outside], [last]]
+    assert in_runs([outside, *plain]) == [[outside], plain]
+    assert outside.statements() == [
+        "DROP INDEX CONCURRENTLY IF EXISTS i",
+        "CREATE INDEX CONCURRENTLY i\n    ON t (a) WHERE a IS NOT NULL",
+    ]
+
+
+def test_the_outbox_index_is_built_concurrently() -> None:
+    (migration,) = [m for m in available_migrations() if m.version == "0015"]
+    assert migration.outside_a_transaction
+    assert [s.split(" ON ")[0] for s in migration.statements()] == [
+        "DROP INDEX CONCURRENTLY IF EXISTS outbox_published_idx",
+        "CREATE INDEX CONCURRENTLY outbox_published_idx",
+    ]
 
 
 def test_snapshot_chains_group_consecutive_snapshots_per_operation() -> None:

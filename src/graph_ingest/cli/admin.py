@@ -38,6 +38,10 @@ def db() -> None:
 def db_migrate() -> None:
     """Apply pending schema migrations (idempotent; safe to run from several workers at once).
 
+    Workers may go on writing while it runs: an index on a table they write builds
+    CONCURRENTLY. If such a build fails part way, run it again: it drops the invalid index the
+    failure left and builds it anew.
+
     \b
     Example:
       GRAPH_INGEST_POSTGRES__SCHEMA_NAME=graph_ingest graph-ingest db migrate

@@ -1,15 +1,24 @@
 """Versioned schema migrations: ``store/migrations/NNNN_<name>.sql``, each applied once, in order.
 
-``migrate`` creates the schema if absent and applies every pending migration in ONE transaction
-under a transaction-scoped advisory lock (per database and schema), so workers that start at the
-same moment wait for each other instead of racing: the first applies, the others find nothing
-left to do. A failing migration rolls everything back; the schema stays at its previous version.
+``migrate`` creates the schema if absent and applies every pending migration under an advisory
+lock (per database and schema), so workers that start at the same moment wait for each other
+instead of racing: the first applies, the others find nothing left to do.
+
+Consecutive migrations apply in one transaction: a failing one rolls them all back. A migration
+whose first line is ``-- migrate: outside a transaction`` runs alone, statement by statement in
+autocommit mode, for what PostgreSQL refuses inside a transaction (``CREATE INDEX CONCURRENTLY``,
+which lets the workers go on writing to a large table while its index builds). Each of its
+statements ends with ``;`` at the end of a line, and it must complete when run again after a
+failure part way (``IF EXISTS``): a failure leaves the migrations before it applied.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 
@@ -24,6 +33,11 @@ log = logging.getLogger(__name__)
 
 _FILE_NAME = re.compile(r"(?P<version>\d{4})_(?P<name>[a-z0-9_]+)\.sql")
 _LOCK_NAMESPACE = "graph_ingest.migrate"
+OUTSIDE_A_TRANSACTION = b"-- migrate: outside a transaction\n"
+_STATEMENT_END = re.compile(r";[ \t]*(?:\n|$)")
+# How often a migrate call waiting for another one tries the lock again, and tells it.
+_LOCK_RETRY_S = 0.1
+_WAITING_LOG_EVERY_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +45,17 @@ class Migration:
     version: str
     name: str
     sql: bytes
+
+    @property
+    def outside_a_transaction(self) -> bool:
+        return self.sql.startswith(OUTSIDE_A_TRANSACTION)
+
+    def statements(self) -> list[str]:
+        """The statements of a migration outside a transaction, comment lines left out."""
+        code = "\n".join(
+            line for line in self.sql.decode().splitlines() if not line.lstrip().startswith("--")
+        )
+        return [s.strip() for s in _STATEMENT_END.split(code) if s.strip()]
 
 
 def available_migrations() -> list[Migration]:
@@ -49,54 +74,96 @@ def available_migrations() -> list[Migration]:
     return [found[v] for v in sorted(found)]
 
 
+def in_runs(pending: list[Migration]) -> list[list[Migration]]:
+    """``pending`` cut into what applies together: consecutive migrations in a transaction share
+    one run, a migration outside a transaction has a run of its own."""
+    runs: list[list[Migration]] = []
+    for migration in pending:
+        if migration.outside_a_transaction or not runs or runs[-1][0].outside_a_transaction:
+            runs.append([migration])
+        else:
+            runs[-1].append(migration)
+    return runs
+
+
 def migrate(settings: PostgresSettings) -> list[str]:
     """Bring ``settings.schema_name`` up to date; return the versions this call applied."""
     migrations = available_migrations()
-    schema = sql.Identifier(settings.schema_name)
+    schema = settings.schema_name
     with (
         translating(),
-        psycopg.connect(settings.conninfo(), autocommit=False) as conn,
-        conn.transaction(),
-        conn.cursor() as cur,
+        psycopg.connect(settings.conninfo(), autocommit=True) as conn,
+        _migration_lock(conn, schema),
     ):
-        cur.execute(
-            "SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))",
-            (_LOCK_NAMESPACE, settings.schema_name),
-        )
-        cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
-        cur.execute(sql.SQL("SET LOCAL search_path TO {}").format(schema))
-        cur.execute(
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " version TEXT PRIMARY KEY,"
             " name TEXT NOT NULL,"
             " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
         )
-        cur.execute("SELECT version FROM schema_migrations")
-        done = {row[0] for row in cur.fetchall()}
+        done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
         unknown = done - {m.version for m in migrations}
         if unknown:
             log.warning(
                 "schema %s has migrations this code does not know: %s (newer code ran?)",
-                settings.schema_name,
+                schema,
                 ", ".join(sorted(unknown)),
             )
         applied = []
-        for migration in migrations:
-            if migration.version in done:
-                continue
-            log.info(
-                "schema %s: applying %s_%s",
-                settings.schema_name,
-                migration.version,
-                migration.name,
-            )
-            cur.execute(migration.sql)  # no parameters: simple protocol, several statements
-            cur.execute(
-                "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                (migration.version, migration.name),
-            )
-            applied.append(migration.version)
+        for run in in_runs([m for m in migrations if m.version not in done]):
+            for migration in run:
+                log.info("schema %s: applying %s_%s", schema, migration.version, migration.name)
+            if run[0].outside_a_transaction:
+                for statement in run[0].statements():
+                    conn.execute(statement.encode())
+                _record(conn, run[0])
+            else:
+                with conn.transaction():
+                    for migration in run:
+                        # No parameters: the simple protocol, several statements in one call.
+                        conn.execute(migration.sql)
+                        _record(conn, migration)
+            applied += [m.version for m in run]
     return applied
 
 
-__all__ = ["Migration", "available_migrations", "migrate"]
+def _record(conn: psycopg.Connection, migration: Migration) -> None:
+    conn.execute(
+        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+        (migration.version, migration.name),
+    )
+
+
+@contextmanager
+def _migration_lock(conn: psycopg.Connection, schema: str) -> Iterator[None]:
+    """The schema's migration lock, held by this session until the block ends.
+
+    Tried again and again rather than waited for: a statement waiting for the lock would hold a
+    snapshot, which ``CREATE INDEX CONCURRENTLY`` in the session holding it waits for, and the
+    two would deadlock."""
+    key = (_LOCK_NAMESPACE, schema)
+    started = told = time.monotonic()
+    while not _scalar(conn, "SELECT pg_try_advisory_lock(hashtext(%s), hashtext(%s))", key):
+        if time.monotonic() - told >= _WAITING_LOG_EVERY_S:
+            told = time.monotonic()
+            log.info(
+                "schema %s: waiting %.0f s for another migration of it to finish",
+                schema,
+                told - started,
+            )
+        time.sleep(_LOCK_RETRY_S)
+    try:
+        yield
+    finally:
+        if not conn.broken:  # a lost connection has let the lock go already
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", key)
+
+
+def _scalar(conn: psycopg.Connection, query: str, params: tuple[str, str]) -> object:
+    row = conn.execute(query, params).fetchone()
+    return row[0] if row else None
+
+
+__all__ = ["Migration", "available_migrations", "in_runs", "migrate"]

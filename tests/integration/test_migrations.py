@@ -1,0 +1,144 @@
+"""Schema migrations on the real PostgreSQL: concurrent runs, and the outbox's index built
+while workers go on writing to the outbox."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from graph_ingest.settings import Settings
+from graph_ingest.settings.postgres import PostgresSettings
+from graph_ingest.store.errors import StoreError
+from graph_ingest.store.migrate import available_migrations, migrate
+from graph_ingest.waiting import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+OUTBOX_INDEX = "outbox_published_idx"
+ADD_OUTBOX_ROW = "INSERT INTO outbox (topic, message_value) VALUES ('t', 'v'::bytea)"
+
+
+@pytest.fixture
+def schema(stack_settings: Settings) -> Iterator[PostgresSettings]:
+    settings = stack_settings.postgres.model_copy(update={"schema_name": f"t_{uuid.uuid4().hex}"})
+    yield settings
+    with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
+        for name in (settings.schema_name, f"{settings.schema_name}_read"):
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def connect(settings: PostgresSettings, *, autocommit: bool = True) -> psycopg.Connection:
+    conn = psycopg.connect(settings.conninfo(), autocommit=autocommit)
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(settings.schema_name)))
+    if not autocommit:
+        conn.commit()
+    return conn
+
+
+def query(settings: PostgresSettings, text: str, *params: Any) -> list[tuple[Any, ...]]:
+    with connect(settings) as conn:
+        return conn.execute(text, params).fetchall()
+
+
+def as_before_the_outbox_index(settings: PostgresSettings) -> None:
+    """A schema migrated up to the version before the outbox's index (0015)."""
+    migrate(settings)
+    with connect(settings) as conn:
+        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(OUTBOX_INDEX)))
+        conn.execute("DELETE FROM schema_migrations WHERE version = '0015'")
+
+
+def index_builder(settings: PostgresSettings) -> int | None:
+    """The backend building the outbox's index while it waits for a lock, if one does."""
+    rows = query(
+        settings,
+        "SELECT pid FROM pg_stat_activity WHERE query LIKE %s AND wait_event_type = 'Lock'"
+        " AND pid <> pg_backend_pid()",
+        f"%INDEX%{OUTBOX_INDEX}%",
+    )
+    return rows[0][0] if rows else None
+
+
+def index_validity(settings: PostgresSettings) -> list[bool]:
+    return [
+        valid
+        for (valid,) in query(
+            settings,
+            "SELECT i.indisvalid FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
+            " WHERE c.relname = %s AND c.relnamespace = %s::regnamespace",
+            OUTBOX_INDEX,
+            settings.schema_name,
+        )
+    ]
+
+
+def migrating(settings: PostgresSettings) -> Future[list[str]]:
+    return ThreadPoolExecutor(1).submit(migrate, settings)
+
+
+def test_migrate_is_idempotent_and_safe_to_run_concurrently(schema: PostgresSettings) -> None:
+    barrier = threading.Barrier(4)
+
+    def run() -> list[str]:
+        barrier.wait()
+        return migrate(schema)
+
+    with ThreadPoolExecutor(4) as executor:
+        results = [f.result(timeout=60) for f in [executor.submit(run) for _ in range(4)]]
+    versions = [m.version for m in available_migrations()]
+    assert versions[:2] == ["0001", "0002"]
+    assert sorted(results) == [[], [], [], versions]
+    assert migrate(schema) == []
+    assert query(schema, "SELECT version FROM schema_migrations ORDER BY version") == [
+        (v,) for v in versions
+    ]
+    assert index_validity(schema) == [True]
+
+
+def test_the_outbox_index_builds_while_workers_write_to_the_outbox(
+    schema: PostgresSettings,
+) -> None:
+    as_before_the_outbox_index(schema)
+    with connect(schema, autocommit=False) as writing:
+        writing.execute(ADD_OUTBOX_ROW)  # a worker's transaction, open when the migration starts
+        migration = migrating(schema)
+        wait_until(lambda: index_builder(schema), timeout_s=20, what="the index build to wait")
+        # Another worker's write goes through while the index waits to build: a plain CREATE
+        # INDEX would hold it behind its own lock until the build ended.
+        with connect(schema, autocommit=False) as another:
+            another.execute("SET LOCAL lock_timeout = '3s'")
+            another.execute(ADD_OUTBOX_ROW)
+            another.commit()
+        writing.commit()
+    assert migration.result(timeout=60) == ["0015"]
+    assert index_validity(schema) == [True]
+    assert query(schema, "SELECT count(*) FROM outbox") == [(2,)]
+    assert query(schema, "SELECT version FROM schema_migrations WHERE version = '0015'")
+
+
+def test_an_index_build_cut_short_completes_when_the_migration_runs_again(
+    schema: PostgresSettings,
+) -> None:
+    as_before_the_outbox_index(schema)
+    with connect(schema, autocommit=False) as writing:
+        writing.execute(ADD_OUTBOX_ROW)
+        migration = migrating(schema)
+        builder = wait_until(
+            lambda: index_builder(schema), timeout_s=20, what="the index build to wait"
+        )
+        query(schema, "SELECT pg_cancel_backend(%s)", builder)
+        with pytest.raises(StoreError, match="cancel"):
+            migration.result(timeout=60)
+        writing.commit()
+    assert index_validity(schema) == [False]  # what PostgreSQL leaves of a cancelled build
+    assert not query(schema, "SELECT 1 FROM schema_migrations WHERE version = '0015'")
+
+    assert migrate(schema) == ["0015"]
+    assert index_validity(schema) == [True]
