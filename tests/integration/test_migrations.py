@@ -3,6 +3,7 @@ while workers go on writing to the outbox."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+import graph_ingest.store.migrate as migrate_module
 from graph_ingest.settings import Settings
 from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.errors import StoreError
@@ -103,13 +105,23 @@ def test_migrate_is_idempotent_and_safe_to_run_concurrently(schema: PostgresSett
 
 
 def test_the_outbox_index_builds_while_workers_write_to_the_outbox(
-    schema: PostgresSettings,
+    schema: PostgresSettings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     as_before_the_outbox_index(schema)
-    with connect(schema, autocommit=False) as writing:
+    monkeypatch.setattr(migrate_module, "WAITING_LOG_EVERY_S", 0.1)
+    with connect(schema, autocommit=False) as writing, caplog.at_level(logging.WARNING):
         writing.execute(ADD_OUTBOX_ROW)  # a worker's transaction, open when the migration starts
         migration = migrating(schema)
         wait_until(lambda: index_builder(schema), timeout_s=20, what="the index build to wait")
+        # The migration says which session it waits for, so that an operator can end it.
+        wait_until(
+            lambda: (
+                f"waits for 1 session(s) to end their transactions: pid "
+                f"{writing.info.backend_pid} (idle in transaction" in caplog.text
+            ),
+            timeout_s=20,
+            what="the log naming the open transaction",
+        )
         # Another worker's write goes through while the index waits to build: a plain CREATE
         # INDEX would hold it behind its own lock until the build ended.
         with connect(schema, autocommit=False) as another:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,7 +38,7 @@ OUTSIDE_A_TRANSACTION = b"-- migrate: outside a transaction\n"
 _STATEMENT_END = re.compile(r";[ \t]*(?:\n|$)")
 # How often a migrate call waiting for another one tries the lock again, and tells it.
 _LOCK_RETRY_S = 0.1
-_WAITING_LOG_EVERY_S = 30.0
+WAITING_LOG_EVERY_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +117,9 @@ def migrate(settings: PostgresSettings) -> list[str]:
             for migration in run:
                 log.info("schema %s: applying %s_%s", schema, migration.version, migration.name)
             if run[0].outside_a_transaction:
-                for statement in run[0].statements():
-                    conn.execute(statement.encode())
+                with _telling_what_blocks(settings, conn.info.backend_pid, run[0]):
+                    for statement in run[0].statements():
+                        conn.execute(statement.encode())
                 _record(conn, run[0])
             else:
                 with conn.transaction():
@@ -136,6 +138,55 @@ def _record(conn: psycopg.Connection, migration: Migration) -> None:
     )
 
 
+# The sessions a migration's statement waits for, with what they are doing.
+BLOCKING_SESSIONS = """
+SELECT pid, state, application_name,
+       coalesce(extract(epoch FROM now() - xact_start), 0)::float8 AS open_s,
+       left(query, 120) AS query
+FROM pg_stat_activity WHERE pid = ANY(pg_blocking_pids(%s)) ORDER BY xact_start
+"""
+
+
+@contextmanager
+def _telling_what_blocks(
+    settings: PostgresSettings, migrating_pid: int, migration: Migration
+) -> Iterator[None]:
+    """Log, every ``WAITING_LOG_EVERY_S`` while the block runs, the sessions the migration
+    waits for: a concurrent index build waits for every transaction open on its table when it
+    starts, and an operator must be able to see which one to end."""
+    done = threading.Event()
+
+    def watch() -> None:
+        try:
+            with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
+                while not done.wait(WAITING_LOG_EVERY_S):
+                    blocking = conn.execute(BLOCKING_SESSIONS, (migrating_pid,)).fetchall()
+                    if blocking:
+                        log.warning(
+                            "schema %s: %s_%s waits for %d session(s) to end their "
+                            "transactions: %s",
+                            settings.schema_name,
+                            migration.version,
+                            migration.name,
+                            len(blocking),
+                            "; ".join(
+                                f"pid {pid} ({state}, {app or 'no application name'}, "
+                                f"transaction open {open_s:.0f} s): {query!r}"
+                                for pid, state, app, open_s, query in blocking
+                            ),
+                        )
+        except psycopg.Error as exc:  # only the telling is lost; the migration goes on
+            log.debug("watching what %s_%s waits for: %s", migration.version, migration.name, exc)
+
+    watcher = threading.Thread(target=watch, name="migrate-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+
+
 @contextmanager
 def _migration_lock(conn: psycopg.Connection, schema: str) -> Iterator[None]:
     """The schema's migration lock, held by this session until the block ends.
@@ -146,7 +197,7 @@ def _migration_lock(conn: psycopg.Connection, schema: str) -> Iterator[None]:
     key = (_LOCK_NAMESPACE, schema)
     started = told = time.monotonic()
     while not _scalar(conn, "SELECT pg_try_advisory_lock(hashtext(%s), hashtext(%s))", key):
-        if time.monotonic() - told >= _WAITING_LOG_EVERY_S:
+        if time.monotonic() - told >= WAITING_LOG_EVERY_S:
             told = time.monotonic()
             log.info(
                 "schema %s: waiting %.0f s for another migration of it to finish",
