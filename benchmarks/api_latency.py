@@ -22,7 +22,6 @@ import os
 import random
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -40,6 +39,7 @@ from graph_ingest.projections.tables import ReadTables
 from graph_ingest.settings import Settings
 from graph_ingest.stack.envvars import stack_env
 from graph_ingest.stack.manager import LocalStack
+from graph_ingest.stack.process import start_bound
 
 REPO = Path(__file__).resolve().parents[1]
 WARM_UP = 20
@@ -103,7 +103,7 @@ def serving(settings: Settings) -> Iterator[int]:
         "GRAPH_INGEST_POSTGRES__SCHEMA_NAME": settings.postgres.schema_name,
     }
     command = [sys.executable, "-m", "graph_ingest.cli.main", "serve", "--port", str(port)]
-    process = subprocess.Popen(command, cwd=REPO, env=env)
+    process = start_bound(command, cwd=REPO, env=env)
     try:
         deadline = time.monotonic() + 120
         while not _answers(port):

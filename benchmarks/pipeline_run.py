@@ -13,8 +13,6 @@ COMPLETED. The applier processes join their group and apply the warm-up plans be
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import logging
 import os
 import signal
@@ -49,6 +47,7 @@ from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.messages import OutboxMessage
 from graph_ingest.settings import Settings
 from graph_ingest.stack.envvars import pipeline_env
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 
 # A paced producer publishes a chunk every PACE_INTERVAL_S.
@@ -110,24 +109,13 @@ class CompletedEvents:
         return max(self.seen[op] for op in operation_ids)
 
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def die_with(parent: int) -> None:
-    """In a worker just forked, before it runs: SIGTERM it when ``parent`` dies, so a benchmark
-    killed mid-run (e.g. by a test's timeout) leaves no workers behind to skew the next one."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:  # it died before the signal was asked for
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
 @contextmanager
 def worker_processes(
     settings: Settings, worker: str, count: int, logs: Path, **env: str
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     """``count`` ``graph-ingest worker <worker>`` processes on ``settings`` (``env``: more
     variables); yields them. Stopped with SIGTERM (they finish the batch in hand), killed if they
-    do not exit in 60 s; sent SIGTERM by the kernel if this process dies first (``die_with``)."""
+    do not exit in 60 s; sent SIGTERM by the kernel if this process dies first (``start_bound``)."""
     environment = {**os.environ, **pipeline_env(settings), **env}
     logs.mkdir(parents=True, exist_ok=True)
     processes = []
@@ -136,12 +124,11 @@ def worker_processes(
             log = logs / f"{settings.postgres.schema_name}-{worker}-{index}.log"
             with log.open("wb") as out:
                 processes.append(
-                    subprocess.Popen(
+                    start_bound(
                         [sys.executable, "-m", "graph_ingest.cli.main", "worker", worker],
                         env=environment,
                         stdout=out,
                         stderr=subprocess.STDOUT,
-                        preexec_fn=functools.partial(die_with, os.getpid()),
                     )
                 )
         yield processes

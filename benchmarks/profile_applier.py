@@ -26,6 +26,7 @@ from pipeline_run import running
 from workloads import build
 
 from graph_ingest.domain.plan import GraphOptions
+from graph_ingest.stack.process import start_bound
 
 TOP = 30
 
@@ -82,7 +83,7 @@ def main() -> None:
     ):
         (pid,) = run.applier_pids
         window = CpuWindow(CpuGroups({WORKERS: [pid], **stack_pids(settings)}))
-        recorder = subprocess.Popen(
+        recorder = start_bound(
             [
                 *(spy, "record", "--pid", str(pid), "--rate", "250", "--threads"),
                 *("--format", "raw", "--output", str(raw), "--nonblocking"),

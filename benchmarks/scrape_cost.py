@@ -34,6 +34,7 @@ from workloads import build
 from graph_ingest.domain.plan import GraphOptions
 from graph_ingest.settings import Settings
 from graph_ingest.stack.envvars import pipeline_env
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA
 
@@ -67,7 +68,7 @@ def serving_api(settings: Settings, port: int) -> Iterator[int]:
     env = {**os.environ, **pipeline_env(settings)}
     LOGS.mkdir(parents=True, exist_ok=True)
     with (LOGS / "scrape-cost-api.log").open("wb") as out:
-        process = subprocess.Popen(
+        process = start_bound(
             [sys.executable, "-m", "graph_ingest.cli.main", "serve", "--port", str(port)],
             env=env,
             stdout=out,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 
+from graph_ingest.stack.process import start_bound
 from tests.integration.pipeline import Pipeline
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +38,7 @@ def start_worker(
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """``graph-ingest [options] worker <kind> [command]``, its stderr into ``stderr``."""
-    return subprocess.Popen(
+    return start_bound(
         [sys.executable, "-m", "graph_ingest.cli.main", *options, "worker", kind, *command],
         cwd=REPO,
         env={

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 
@@ -20,7 +21,7 @@ def start_applier(pipeline: Pipeline, log: Path, name: str, **env: str) -> subpr
     """``graph-ingest -v worker applier`` (its log says what the group did) whose group member
     shows ``name`` as its client id; ``env``: more GRAPH_INGEST_* variables (e.g. the group
     protocol)."""
-    return subprocess.Popen(
+    return start_bound(
         [sys.executable, "-m", "graph_ingest.cli.main", "-v", "worker", "applier"],
         cwd=REPO,
         env={**os.environ, **pipeline.env(), "GRAPH_INGEST_KAFKA__CLIENT_ID": name, **env},

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from graph_ingest.domain.stages import Stage
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.integration.test_applier import doc_v1, planned_elements
@@ -19,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def start(env: dict[str, str], marker: Path, mode: str, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    return start_bound(
         [sys.executable, "-m", "tests.crash.applier_process", str(marker), mode],
         cwd=REPO,
         env=env,

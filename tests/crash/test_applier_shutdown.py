@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from graph_ingest.domain.stages import Stage
+from graph_ingest.stack.process import start_bound
 from tests.integration.pipeline import Pipeline
 from tests.integration.test_applier import doc_v1
 from tests.kafka_messages import group_offsets
@@ -22,7 +23,7 @@ def test_sigterm_commits_offsets_and_exits_cleanly(pipeline: Pipeline, tmp_path:
     plans = [doc_v1(pipeline, f"doc-{i}") for i in range(20)]
     pipeline.publish(*plans)
     log = tmp_path / "applier.log"
-    applier = subprocess.Popen(
+    applier = start_bound(
         [sys.executable, "-m", "graph_ingest.cli.main", "worker", "applier"],
         cwd=REPO,
         env={**os.environ, **pipeline.env()},

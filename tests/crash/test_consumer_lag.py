@@ -25,6 +25,7 @@ from graph_ingest.observability.lag import ConsumerLag, consumer_lag
 from graph_ingest.observability.store_gauges import store_gauges
 from graph_ingest.settings.scrape import ScrapeSettings
 from graph_ingest.stack.manager import LocalStack
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.integration.test_applier import doc_v1
@@ -129,7 +130,7 @@ def plans_lag(pipeline: Pipeline) -> Iterator[PlansLag]:
 
 def start_applier(pipeline: Pipeline, tmp_path: Path) -> subprocess.Popen[bytes]:
     log = tmp_path / "applier.log"
-    return subprocess.Popen(
+    return start_bound(
         [sys.executable, "-m", "tests.crash.applier_process", str(tmp_path / "unused"), "none"],
         cwd=REPO,
         env={**os.environ, **pipeline.env()},

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from graph_ingest.producers.ingest_producer import IngestProducer
 from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_plan
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def start(env: dict[str, str], marker: Path, mode: str, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    return start_bound(
         [sys.executable, "-m", "tests.crash.planner_process", str(marker), mode],
         cwd=REPO,
         env=env,

@@ -17,6 +17,7 @@ import pytest
 from graph_ingest.consumers.applier.worker import ApplierWorker
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import build_applier, postgres_store, started
 from tests.crash.appliers import REPO, group_members, start_applier, wait_completed
@@ -118,7 +119,7 @@ def test_partitions_assigned_during_an_in_place_retry_stay_paused(
         thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
         thread.start()
         marker = tmp_path / "other-failing"
-        other = subprocess.Popen(
+        other = start_bound(
             [sys.executable, "-m", "tests.crash.applier_process", str(marker), "neo4j-down"],
             cwd=REPO,
             env={**os.environ, **pipeline.env()},
@@ -201,7 +202,7 @@ def test_retries_held_by_a_killed_applier_are_delivered_by_the_survivor_never_ea
     env = {**os.environ, **pipeline.env(), "FLAKY_WHILE": str(flaky_while)}
     appliers = {}
     for name in ("applier-1", "applier-2"):
-        appliers[name] = subprocess.Popen(
+        appliers[name] = start_bound(
             [
                 sys.executable,
                 "-m",

@@ -24,6 +24,7 @@ from psycopg import sql
 
 from graph_ingest.kafka.admin import TopicSpec, create_topics, delete_topics
 from graph_ingest.settings import Settings
+from graph_ingest.stack.process import start_bound
 from graph_ingest.store.migrate import migrate
 from graph_ingest.waiting import wait_until
 from tests.kafka_messages import read_to_end
@@ -97,7 +98,7 @@ def _backlog_at_most(settings: Settings, limit: int) -> tuple[int] | None:
 
 
 def start_relay(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    return start_bound(
         [sys.executable, "-m", "graph_ingest.cli.main", "-v", "worker", "relay"],
         cwd=REPO,
         env=env,

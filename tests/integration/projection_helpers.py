@@ -22,6 +22,7 @@ from graph_ingest.projections.events import OperationEvent
 from graph_ingest.projections.tables import ReadTables, read_schema
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import run_projector
 from tests.integration.pipeline import Pipeline
@@ -151,7 +152,7 @@ def positions(settings: Settings) -> dict[tuple[str, int], int]:
 
 def projector_process(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """`graph-ingest worker projector`, as a deployment runs it (``env``: its whole environment)."""
-    return subprocess.Popen(
+    return start_bound(
         [sys.executable, "-m", "graph_ingest.cli.main", "-v", "worker", "projector"],
         cwd=REPO,
         env=env,

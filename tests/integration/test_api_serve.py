@@ -17,6 +17,7 @@ import pytest
 
 from graph_ingest.observability.check import HealthUnreachable, ask
 from graph_ingest.observability.probes import ProbeAnswer
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from tests.integration.api_helpers import api_client, api_settings
 from tests.integration.pipeline import Pipeline
@@ -33,7 +34,7 @@ DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 def test_serve_answers_its_health_endpoints(pipeline: Pipeline, tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "serve.log"
-    process = subprocess.Popen(
+    process = start_bound(
         [sys.executable, "-m", "graph_ingest.cli.main", "serve", "--port", str(port)],
         cwd=REPO,
         env={**os.environ, **pipeline.env()},

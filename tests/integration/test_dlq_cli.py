@@ -33,6 +33,7 @@ from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import decode_dlq_envelope
 from graph_ingest.schemas.headers import RetryHeaders
 from graph_ingest.schemas.plan_messages import plan_message
+from graph_ingest.stack.process import start_bound
 from graph_ingest.store.dlq_index import DlqEntry
 from graph_ingest.waiting import wait_until
 from tests.cli_errors import json_error, not_found
@@ -469,7 +470,7 @@ def test_replay_all_keeps_to_its_rate(pipeline: Pipeline) -> None:
 
 
 def replay_all_process(p: Pipeline, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    return start_bound(
         [sys.executable, "-m", "graph_ingest.cli.main", "dlq", "replay-all", "--json", *args],
         env={**os.environ, **p.env()},
         stdout=subprocess.PIPE,

@@ -19,6 +19,7 @@ import pytest
 from graph_ingest.domain.stages import Stage
 from graph_ingest.observability.check import HealthUnreachable, ask
 from graph_ingest.observability.probes import ProbeAnswer
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.integration.projection_helpers import send_operations
@@ -53,7 +54,7 @@ class Worker:
         """`graph-ingest worker <args> --health-port <a free port>` on ``pipeline``."""
         port = free_port()
         log = tmp_path / "worker.log"
-        process = subprocess.Popen(
+        process = start_bound(
             [
                 sys.executable,
                 "-m",

@@ -18,6 +18,7 @@ from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.observability.metrics import PipelineMetrics
 from graph_ingest.schemas import headers as kafka_headers
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import BUNDLED_GRAPH_SCHEMA, pipeline_metrics, run_projector
 from tests.dashboard_files import dashboard_metric_names
@@ -179,7 +180,7 @@ def test_after_mixed_outcomes_the_counts_equal_the_write_side(
 
 
 def _spawn(pipeline: Pipeline, log: Path, *args: str, **env: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    return start_bound(
         [sys.executable, "-m", "graph_ingest.cli.main", *args],
         cwd=REPO,
         env={**os.environ, **pipeline.env(), **env},

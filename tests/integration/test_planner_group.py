@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from graph_ingest.producers.ingest_producer import IngestProducer
 from graph_ingest.schemas import headers as kafka_headers
+from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.kafka_messages import read_to_end
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def planner(env: dict[str, str], worker_id: str, log: Path) -> subprocess.Popen[bytes]:
     """`graph-ingest worker planner` with the test planner, as a deployment runs it."""
-    return subprocess.Popen(
+    return start_bound(
         [
             sys.executable,
             "-m",

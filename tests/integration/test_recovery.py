@@ -32,6 +32,7 @@ from graph_ingest.schemas import headers as kafka_headers
 from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.schemas.plan_messages import plan_message
 from graph_ingest.settings import Settings
+from graph_ingest.stack.process import start_bound
 from graph_ingest.store.base import UnitOfWork
 from graph_ingest.store.errors import StoreError
 from graph_ingest.store.postgres.store import PostgresOperationStore
@@ -282,7 +283,7 @@ def test_resume_refuses_completed_and_conflict_operations(
 
 
 def recover_process(p: Pipeline, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    return start_bound(
         [sys.executable, "-m", "graph_ingest.cli.main", "recover", "--json", *args],
         env={**os.environ, **p.env()},
         stdout=subprocess.PIPE,

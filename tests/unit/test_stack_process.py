@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from graph_ingest.stack.process import (
     port_in_use,
     read_pid,
     spawn,
+    start_bound,
     tail,
     terminate,
     wait_until,
@@ -152,3 +154,45 @@ def test_log_is_rotated_when_it_grows_too_big(
     assert wait_until(lambda: not is_running(pid), timeout_s=20)
     assert "old content" in (tmp_path / "s.log.1").read_text()
     assert "old content" not in log.read_text()
+
+
+# A parent that starts a bound sleeper, prints its pid and exits at once (no cleanup of its own).
+BOUND_PARENT = """
+import subprocess, sys
+from graph_ingest.stack.process import start_bound
+child = start_bound(
+    [sys.executable, "-c", "import time; time.sleep(300)"],
+    stdout=subprocess.DEVNULL,  # not this process's pipe: the test reads it to its end
+    stderr=subprocess.DEVNULL,
+)
+print(child.pid, flush=True)
+"""
+
+
+def test_a_bound_child_ends_with_the_process_that_started_it() -> None:
+    parent = subprocess.run(
+        [sys.executable, "-c", BOUND_PARENT], capture_output=True, text=True, check=True
+    )
+    child = int(parent.stdout)
+    try:
+        assert wait_until(lambda: not is_running(child), timeout_s=20)
+    finally:
+        if is_running(child) and is_ours(child, "time.sleep(300)"):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_bound_child_is_started_from_the_main_thread_only() -> None:
+    raised: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            start_bound(sleeper())
+        except RuntimeError as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join(timeout=30)
+    assert [str(e) for e in raised] == [
+        "start_bound from the main thread only: its child dies with the thread"
+    ]

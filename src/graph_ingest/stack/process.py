@@ -1,4 +1,5 @@
-"""Daemon processes with a log file and a pid file: start, check, stop (SIGTERM, then SIGKILL).
+"""Daemon processes with a log file and a pid file: start, check, stop (SIGTERM, then SIGKILL);
+and, for tests and benchmarks, children that do not outlive the process that starts them.
 
 Linux-first: liveness and identity come from /proc (a zombie counts as dead; a pid file whose pid
 now belongs to an unrelated process is stale).
@@ -8,15 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +150,42 @@ def spawn(
     write_pid(pid_path, child.pid)
     logger.debug("started pid %d: %s (log %s)", child.pid, argv[0], log_path)
     return child.pid
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def start_bound(args: Sequence[str], **options: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(args, **options)`` for a child that must not outlive this process: the
+    kernel sends it SIGTERM when the thread that started it ends, so a test or benchmark killed
+    mid-run leaves no workers behind. Start it from the main thread, which lives as long as the
+    process (the signal follows the starting thread, not the process)."""
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("start_bound from the main thread only: its child dies with the thread")
+    prctl = _prctl()
+    if prctl is None:
+        return subprocess.Popen(args, **options)
+    return subprocess.Popen(
+        args, preexec_fn=functools.partial(_die_with, prctl, os.getpid()), **options
+    )
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, resolved in the parent: a child between fork and exec must not load a
+    library (another thread of the parent may have held the loader's lock at the fork)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes  # only tests and benchmarks start bound children
+
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _die_with(prctl: Callable[..., int], parent: int) -> None:
+    """In the child, before exec: SIGTERM when ``parent``'s starting thread ends."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def wait_until(
