@@ -3,6 +3,7 @@
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from graph_ingest.kafka import reader
+from graph_ingest.kafka.records import Position
 from graph_ingest.settings import Settings
 
 
@@ -12,6 +13,13 @@ def message_fields(message: Message) -> tuple[bytes, bytes, dict[str, bytes]]:
     assert isinstance(key, bytes) and isinstance(value, bytes)
     items = raw.items() if isinstance(raw, dict) else raw
     return key, value, {k: v for k, v in items if isinstance(v, bytes)}
+
+
+def position(message: Message) -> Position:
+    """(topic, partition, offset) of a delivered or consumed message, typed."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    assert topic is not None and partition is not None and offset is not None
+    return topic, partition, offset
 
 
 def group_offsets(

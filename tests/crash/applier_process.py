@@ -101,9 +101,9 @@ class HaltBeforeStateCommit(PostgresOperationStore):
         self.marker = marker
 
     @contextmanager
-    def unit_of_work(self) -> Iterator[UnitOfWork]:  # type: ignore[override]
+    def unit_of_work(self) -> Iterator[UnitOfWork]:
         with super().unit_of_work() as uow:
-            yield _HaltingUnitOfWork(uow, self.marker)  # type: ignore[misc]
+            yield _HaltingUnitOfWork(uow, self.marker)
 
 
 def main(marker: Path, mode: str) -> None:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -94,14 +94,19 @@ class PlansLag:
     def wait(self, condition: str, timeout_s: float) -> dict[str, list[float]]:
         """The lag once ``condition`` holds: ``keeping up``, ``behind`` (some partition past
         BEHIND_S), ``caught up`` (every partition at 0 in offsets and seconds)."""
-        tests = {
+        tests: dict[str, Callable[[dict[str, list[float]]], bool]] = {
             "keeping up": lambda lag: max(lag["seconds"]) < KEEPING_UP_S,
             "behind": lambda lag: max(lag["seconds"]) > BEHIND_S,
             "caught up": lambda lag: not any(lag["offsets"]) and not any(lag["seconds"]),
         }
         test = tests[condition]
+
+        def met() -> dict[str, list[float]] | None:
+            lag = self.read()
+            return lag if lag is not None and test(lag) else None
+
         return wait_until(
-            lambda: (lag := self.read()) is not None and test(lag) and lag,
+            met,
             timeout_s=timeout_s,
             interval_s=0.2,
             what=f"the applier's lag to be {condition}",

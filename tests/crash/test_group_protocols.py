@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,14 +63,6 @@ def people(pipeline: Pipeline, first: int, last: int) -> list[IngestionPlan]:
             )
         )
     return plans
-
-
-def publish_in_steps(pipeline: Pipeline, plans: Sequence[IngestionPlan]) -> threading.Thread:
-    thread = threading.Thread(
-        target=lambda: [pipeline.publish(*plans[i : i + 50]) for i in range(0, len(plans), 50)]
-    )
-    thread.start()
-    return thread
 
 
 def plan_partitions(pipeline: Pipeline) -> dict[str, set[int]]:
@@ -148,7 +139,7 @@ def test_a_sigtermed_applier_hands_its_partitions_over_well_before_the_session_t
         what="both appliers owning plans partitions",
     )
     # When one is SIGTERMed while plans flow
-    publishing = publish_in_steps(pipeline, plans)
+    publishing = pipeline.publish_in_steps(plans)
     wait_completed(pipeline, 200)
     sigterm_at = time.monotonic()
     leaving.send_signal(signal.SIGTERM)
@@ -188,7 +179,7 @@ def test_three_appliers_lose_one_to_sigkill_and_gain_one_without_losing_or_repea
     wait_until(lambda: owners(pipeline) == set(names), timeout_s=90, what="three owners")
     # When the plans flow in, one applier is SIGKILLed mid-work and a fourth joins
     pipeline.publish(*plans[:400])
-    publishing = publish_in_steps(pipeline, plans[400:])
+    publishing = pipeline.publish_in_steps(plans[400:])
     wait_completed(pipeline, 250)
     appliers["applier-2"].kill()
     appliers["applier-2"].wait(timeout=30)

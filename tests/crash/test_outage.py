@@ -7,6 +7,7 @@ import time
 import pytest
 
 from graph_ingest.domain.degradation import DegradationLevel
+from graph_ingest.domain.operation import OutageWait
 from graph_ingest.domain.stages import Stage
 from graph_ingest.schemas.codec import decode_degradation_event
 from graph_ingest.stack.manager import LocalStack
@@ -51,7 +52,7 @@ def test_an_outage_pauses_behind_the_breaker_routes_nothing_and_every_plan_compl
         local_stack.start_service(service)
     publisher.join(timeout=120)
     # Then every plan completes exactly once, none with an error recorded, the graph is exact
-    held = []
+    held: list[OutageWait] = []
     for plan in plans:
         done = pipeline.wait_stage(plan.operation_id, Stage.COMPLETED, timeout_s=180)
         assert done.attempts == 0, done

@@ -42,13 +42,6 @@ def test_appliers_joining_and_leaving_a_busy_group_strand_no_message(
     plans = [doc_v1(pipeline, f"doc-{i}") for i in range(2500)]
     log = tmp_path / "appliers.log"
 
-    def publish_in_steps(first: int, last: int) -> threading.Thread:
-        thread = threading.Thread(
-            target=lambda: [pipeline.publish(*plans[i : i + 50]) for i in range(first, last, 50)]
-        )
-        thread.start()
-        return thread
-
     # Given a backlog (the defect showed with 2,000 plans waiting and a second applier joining)
     pipeline.publish(*plans[:1500])
     first = start_applier(pipeline, log, "applier-1")
@@ -60,7 +53,7 @@ def test_appliers_joining_and_leaving_a_busy_group_strand_no_message(
     time.sleep(SECOND_APPLIER_STAGGER_S)
     second = start_applier(pipeline, log, "applier-2")
     processes.append(second)
-    publishing = publish_in_steps(1500, 2000)
+    publishing = pipeline.publish_in_steps(plans[1500:2000])
     wait_completed(pipeline, 600)
     processes.append(start_applier(pipeline, log, "applier-3"))
     publishing.join(timeout=120)
@@ -68,7 +61,7 @@ def test_appliers_joining_and_leaving_a_busy_group_strand_no_message(
     # a new owner and hide the defect)
     wait_completed(pipeline, 2000)
     # When one leaves politely, one by a crash, and another joins, while plans flow
-    publishing = publish_in_steps(2000, 2500)
+    publishing = pipeline.publish_in_steps(plans[2000:2500])
     first.send_signal(signal.SIGTERM)
     assert first.wait(timeout=60) == 0, log.read_text()[-3000:]
     os.kill(second.pid, signal.SIGKILL)

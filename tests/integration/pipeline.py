@@ -261,8 +261,20 @@ class Pipeline:
     def publish(self, *plans: IngestionPlan) -> None:
         self._publisher.publish(list(plans))
 
+    def publish_in_steps(self, plans: Sequence[IngestionPlan], step: int = 50) -> threading.Thread:
+        """Publish ``plans`` ``step`` at a time on a thread of their own (traffic that flows while
+        the test acts); returns the started thread."""
+
+        def publish() -> None:
+            for first in range(0, len(plans), step):
+                self.publish(*plans[first : first + step])
+
+        thread = threading.Thread(target=publish)
+        thread.start()
+        return thread
+
     def publish_raw(
-        self, key: bytes, value: bytes, headers: dict[str, str | bytes] | None = None
+        self, key: bytes, value: bytes, headers: dict[str, str | bytes | None] | None = None
     ) -> None:
         producer = Producer(self.settings.kafka.producer_config())
         producer.produce(self.settings.topics.plans, key=key, value=value, headers=headers or {})
@@ -316,8 +328,8 @@ class Pipeline:
 
             def enough() -> bool:
                 for message in consumer.consume(num_messages=500, timeout=0.5):
-                    if message.error() is None:
-                        events.append(decode_operation(message.value()))
+                    if message.error() is None and (value := message.value()) is not None:
+                        events.append(decode_operation(value))
                 return len(events) >= expected
 
             wait_until(enough, timeout_s=timeout_s, interval_s=0, what=f"{expected} events")

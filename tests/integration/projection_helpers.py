@@ -26,6 +26,7 @@ from graph_ingest.stack.process import start_bound
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import run_projector
 from tests.integration.pipeline import Pipeline
+from tests.kafka_messages import position
 from tests.operation_histories import PATHS, history
 from tests.samples import Entity, Relation, sample_plan
 
@@ -103,7 +104,7 @@ def send_operations(
 
     def delivered(error: object, message: Message) -> None:
         assert error is None, error
-        landed.append((message.topic(), message.partition(), message.offset()))
+        landed.append(position(message))
 
     for event in events:
         if isinstance(event, Operation):

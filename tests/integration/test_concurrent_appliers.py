@@ -68,9 +68,9 @@ class HookedStore(PostgresOperationStore):
         self._units = 0
 
     @contextmanager
-    def unit_of_work(self) -> Iterator[UnitOfWork]:  # type: ignore[override]
+    def unit_of_work(self) -> Iterator[UnitOfWork]:
         with super().unit_of_work() as uow:
-            yield _HookedUnitOfWork(uow, lambda: self.after_revisions())  # type: ignore[misc]
+            yield _HookedUnitOfWork(uow, lambda: self.after_revisions())
         self._units += 1
         self.after_unit(self._units)
 

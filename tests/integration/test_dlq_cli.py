@@ -118,7 +118,7 @@ def as_json(result: Result) -> Any:
 
 
 def statuses(p: Pipeline) -> dict[str, str]:
-    return dict(p.sql("SELECT dlq_id, status FROM dlq_entries"))  # type: ignore[arg-type]
+    return dict(p.sql("SELECT dlq_id, status FROM dlq_entries"))
 
 
 def replays(p: Pipeline) -> Counter[str]:

@@ -269,7 +269,7 @@ def test_every_document_ends_at_its_newest_version_and_the_graph_at_its_states(
     states = [pipeline.store.get_document_state("kb", d) for d in newest]
     assert all(
         s is not None and s.document_version == str(newest[s.document_id].version) for s in states
-    )  # type: ignore[union-attr]
+    )
     # and the graph holds exactly what the committed states list: no element of an older lineage
     assert pipeline.graph_elements() == elements_of(*states)
     # and nothing was dead-lettered (the ladder was long enough for every injected failure)

@@ -234,7 +234,10 @@ def produce_requests(pipeline: Pipeline, requests: dict[str, dict[str, bytes]]) 
             pipeline.settings.topics.requests,
             max_bytes=pipeline.settings.topics.max_message_bytes,
         )
-        headers = {**{k: v.encode() for k, v in message.headers.items()}, **overrides}
+        headers: dict[str, str | bytes | None] = {
+            **{k: v.encode() for k, v in message.headers.items()},
+            **overrides,
+        }
         producer.produce(message.topic, key=message.key, value=message.value, headers=headers)
         sent[document_id] = submitted.submission_id
     assert producer.flush(30) == 0

@@ -6,6 +6,7 @@ skipped, its position recorded."""
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 
@@ -15,6 +16,7 @@ from confluent_kafka import Message, Producer
 
 from graph_ingest.cli.exit_codes import ExitCode
 from graph_ingest.cli.main import cli
+from graph_ingest.domain.dlq import DlqStatus
 from graph_ingest.domain.stages import Stage
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.kafka.degradation import DegradationPublisher
@@ -32,6 +34,7 @@ from tests.integration.projection_helpers import (
     projector_settings,
 )
 from tests.integration.test_dlq_cli import SPACE, dangling, dead_lettered, dlq, ghosts
+from tests.kafka_messages import position
 from tests.read_view_samples import degradation_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -44,6 +47,11 @@ def write_side_dlq(pipeline: Pipeline) -> Summary:
         e.dlq_id: (e.status, e.attempts, e.code, e.operation_id, e.space, e.document_id, e.envelope)
         for e in pipeline.store.list_dlq_entries(DlqQuery())
     }
+
+
+def shown_as_stored(pipeline: Pipeline, document: str) -> bool:
+    """`doc show` says what the write side's document state says."""
+    return doc_show(pipeline, document) == write_state(pipeline, document)
 
 
 def read_side_dlq(tables: ReadTables) -> Summary:
@@ -62,7 +70,7 @@ def send_poison(settings: Settings) -> list[tuple[str, int, int]]:
 
     def delivered(error: object, message: Message) -> None:
         assert error is None, error
-        landed.append((message.topic(), message.partition(), message.offset()))
+        landed.append(position(message))
 
     producer.produce(
         settings.topics.dlq, b"\x00 no envelope", b"dlq-garbage", on_delivery=delivered
@@ -109,8 +117,8 @@ def test_the_read_views_agree_with_the_write_side_of_a_real_applier(pipeline: Pi
                 timeout_s=90,
                 what="the read DLQ entries to agree with the DLQ index",
             )
-            statuses = {v[0].value for v in read_side_dlq(tables).values()}
-            assert statuses == {"REPLAYED", "PENDING_REVIEW"}
+            statuses = {status for status, *_ in read_side_dlq(tables).values()}
+            assert statuses == {DlqStatus.REPLAYED, DlqStatus.PENDING_REVIEW}
             # and the worker's newest degradation has its row
             [worker] = wait_until(
                 lambda: worker_degradations(tables) or None, timeout_s=60, what="degradation"
@@ -120,9 +128,7 @@ def test_the_read_views_agree_with_the_write_side_of_a_real_applier(pipeline: Pi
         # and `doc show` says what the write side's document state says
         for document in ("doc-1", "doc-ghosts"):
             assert wait_until(
-                lambda document=document: (
-                    doc_show(pipeline, document) == write_state(pipeline, document)
-                ),
+                functools.partial(shown_as_stored, pipeline, document),
                 timeout_s=60,
                 what=f"doc show {document} to agree with the document state",
             )

@@ -94,7 +94,7 @@ def test_retry_headers_holding_a_nul_make_the_plan_poison_and_the_applier_goes_o
         error_message="timed out",
         trace_id=new_trace_id(),
     ).to_headers()
-    headers: dict[str, str | bytes] = dict(forged)
+    headers: dict[str, str | bytes | None] = dict(forged)
     headers[kafka_headers.ORIGINAL_TOPIC] = b"plans\x00"
     pipeline.publish_raw(plan.key.encode(), encode_plan(plan), headers=headers)
     pipeline.publish(bystander)

@@ -11,7 +11,11 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, not in its __all__
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
 from neo4j import GraphDatabase
 
 from graph_ingest.cli.main import cli

@@ -83,7 +83,7 @@ class FakeView:
         }
 
 
-def request(document_id: str, content: str, **fields: Any) -> IngestRequest:
+def request(document_id: str, content: str | None, **fields: Any) -> IngestRequest:
     values: dict[str, Any] = {
         "space": "kb",
         "document_id": document_id,

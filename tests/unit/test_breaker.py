@@ -31,7 +31,7 @@ def test_consecutive_failures_open_it_and_a_success_resets_the_count() -> None:
     b.record_failure()
     assert b.state is BreakerState.CLOSED
     b.record_failure()
-    assert b.state is BreakerState.OPEN
+    assert (b.state, b.consecutive_failures) == (BreakerState.OPEN, 3)
 
 
 def test_an_open_breaker_asks_for_a_probe_once_per_interval() -> None:
@@ -57,7 +57,7 @@ def test_a_probe_that_answers_half_opens_it_and_the_trial_batch_decides() -> Non
     b.probed(answered=True)
     assert b.state is BreakerState.HALF_OPEN
     b.record_failure()  # the trial batch failed: open again at once
-    assert b.state is BreakerState.OPEN
+    assert (b.state, b.probe_due()) == (BreakerState.OPEN, False)
     clock.now += 1.0
     b.probed(answered=True)
     b.record_success()

@@ -44,7 +44,8 @@ def test_a_new_envelope_waits_for_review() -> None:
 
 
 def test_up_to_the_limit_nothing_is_folded() -> None:
-    history, folded = (attempt(1),), 0
+    history: tuple[AttemptRecord, ...] = (attempt(1),)
+    folded = 0
     for number in range(2, MAX_ATTEMPT_HISTORY + 1):
         history, folded = append_attempt(history, folded, attempt(number))
 
@@ -53,7 +54,8 @@ def test_up_to_the_limit_nothing_is_folded() -> None:
 
 
 def test_past_the_limit_the_first_and_the_latest_are_kept_and_the_rest_counted() -> None:
-    history, folded = (attempt(1),), 0
+    history: tuple[AttemptRecord, ...] = (attempt(1),)
+    folded = 0
     for number in range(2, 51):
         history, folded = append_attempt(history, folded, attempt(number))
 

@@ -145,19 +145,19 @@ def test_empty_metrics_events_are_not_fired() -> None:
     fired: list[object] = []
 
     class Watcher(LoopSubscriber):
-        def steps_timed(self, event: object) -> None:  # type: ignore[override]
+        def steps_timed(self, event: object) -> None:
             fired.append(event)
 
-        def retries_delivered(self, event: object) -> None:  # type: ignore[override]
+        def retries_delivered(self, event: object) -> None:
             fired.append(event)
 
-        def plans_completed(self, event: object) -> None:  # type: ignore[override]
+        def plans_completed(self, event: object) -> None:
             fired.append(event)
 
-        def routes_taken(self, event: object) -> None:  # type: ignore[override]
+        def routes_taken(self, event: object) -> None:
             fired.append(event)
 
-        def published(self, event: object) -> None:  # type: ignore[override]
+        def published(self, event: object) -> None:
             fired.append(event)
 
     hooks = Hooks("w1", Watcher())

@@ -74,5 +74,5 @@ def test_a_shortened_ladder_keeps_the_plan_on_its_last_tier() -> None:
 
 
 def test_a_replay_stays_a_replay_whatever_its_history() -> None:
-    replay = resumed(**{kafka_headers.DLQ_REPLAY: "dlq-0123456789abcdef01234567"})
+    replay = resumed(9, **{kafka_headers.DLQ_REPLAY: "dlq-0123456789abcdef01234567"})
     assert LADDER.progress(replay, [failed(0, None), failed(1, 0)]) == (3, REPLAY)

@@ -11,6 +11,7 @@ from graph_ingest.domain.status import StatusCode
 from graph_ingest.projections import lag_reader
 from graph_ingest.projections.lag import LagState, ProjectionLag
 from graph_ingest.projections.lag_reader import LagForReadiness
+from graph_ingest.projections.tables import ReadTables
 from graph_ingest.settings import Settings
 from graph_ingest.store.errors import StoreError
 
@@ -29,7 +30,7 @@ def test_the_lag_is_read_again_only_when_older_than_its_max_age(
         return [ProjectionLag("p", len(reads), 0.0, None, LagState.CATCHING_UP)]
 
     monkeypatch.setattr(lag_reader, "projections_lag", projections_lag)
-    monkeypatch.setattr(lag_reader.ReadTables, "start", lambda _self: None)
+    monkeypatch.setattr(ReadTables, "start", lambda _self: None)
     now = [0.0]
     lag = LagForReadiness(Settings(), max_age_s=2.0, clock=lambda: now[0])
     assert lag()["lag"][0]["offsets_behind"] == 1

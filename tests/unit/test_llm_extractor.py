@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from graph_ingest.domain.candidates import Chunk, Extraction
+from graph_ingest.domain.candidates import Chunk, EntityCandidate, Extraction, RelationCandidate
 from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.planning.errors import ExtractionFailed
@@ -133,7 +133,10 @@ def answer(*entities: dict[str, Any], relations: tuple[dict[str, Any], ...] = ()
 
 
 def evidence_spans(extraction: Extraction) -> list[tuple[str, str, int, int]]:
-    candidates = [*extraction.entities, *extraction.relations]
+    candidates: list[EntityCandidate | RelationCandidate] = [
+        *extraction.entities,
+        *extraction.relations,
+    ]
     return [(e.chunk_id, e.quote, e.start, e.end) for c in candidates for e in c.evidence]
 
 

@@ -42,8 +42,8 @@ def rig() -> Rig:
     logger.setLevel(logging.DEBUG)
     for old in list(logger.handlers):
         logger.removeHandler(old)
-    for old in list(logger.filters):
-        logger.removeFilter(old)
+    for old_filter in list(logger.filters):
+        logger.removeFilter(old_filter)
     dedupe = Deduplicate(60.0, clock=clock)
     collect = Collect()
     logger.addFilter(dedupe)

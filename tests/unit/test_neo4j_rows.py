@@ -27,11 +27,11 @@ def _hooks() -> DehydrationHooks:
 
 def _packed(value: object, *, python: bool) -> bytes:
     stream = io.BytesIO()
-    packer = Packer(stream)
+    packer = Packer(stream)  # type: ignore[no-untyped-call]  # the driver's internals are untyped
     if python:
-        packer._py_pack(value, _hooks())
+        packer._py_pack(value, _hooks())  # type: ignore[no-untyped-call]
     else:
-        packer.pack(value)
+        packer.pack(value)  # type: ignore[no-untyped-call]
     return stream.getvalue()
 
 

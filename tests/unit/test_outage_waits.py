@@ -22,7 +22,7 @@ def test_an_outage_runs_from_the_first_hold_to_the_probe_that_answered() -> None
     for minutes in (0, 1, 2):  # held behind the open breaker three times over six minutes
         now[0] = T0 + timedelta(minutes=minutes)
         watch.held("neo4j")
-    assert watch.waits == ()  # nothing ended yet
+    assert not watch.waits  # nothing ended yet
     now[0] = T0 + timedelta(minutes=6)
     watch.answered("neo4j")
     watch.answered("postgres")  # answered without having held anything: no wait

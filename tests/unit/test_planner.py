@@ -241,7 +241,7 @@ def test_a_retraction_deletes_what_no_other_document_lists() -> None:
 
     assert retract_b.kind is PlanKind.RETRACTION
     assert (retract_b.mutation.edge_deletes, retract_b.mutation.node_deletes) == ((), ())
-    assert retract_b.next_state.node_ids == retract_b.next_state.edge_keys == ()
+    assert retract_b.next_state.node_ids == () and retract_b.next_state.edge_keys == ()
     assert set(retract_b.next_state.superseded_edge_keys) == set(b.next_state.edge_keys)
     view.commit(retract_b)
     retract_a = p.plan(request("a", None, kind=RequestKind.RETRACT))

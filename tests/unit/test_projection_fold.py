@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from graph_ingest.domain.operation import OutageWait
+from graph_ingest.domain.operation import Operation, OutageWait
 from graph_ingest.domain.plan import PlanKind
 from graph_ingest.domain.stages import Stage
 from graph_ingest.projections.fold import (
@@ -33,7 +33,7 @@ from tests.operation_histories import (
 pytestmark = pytest.mark.timeout(60)
 
 
-def folded(events: list) -> dict[str, OperationStatus]:
+def folded(events: list[Operation]) -> dict[str, OperationStatus]:
     statuses: dict[str, OperationStatus] = {}
     for event in events:
         statuses[event.operation_id] = fold(statuses.get(event.operation_id), event).status

@@ -12,6 +12,7 @@ from confluent_kafka import Message
 
 from graph_ingest.domain.degradation import DegradationLevel
 from graph_ingest.domain.dlq import DlqStatus
+from graph_ingest.domain.operation import Operation
 from graph_ingest.domain.plan import PlanKind
 from graph_ingest.domain.stages import Stage
 from graph_ingest.projections.degradation_rows import breakers_of, worker_degradation
@@ -84,7 +85,7 @@ def test_breakers_are_read_from_the_monitors_reasons() -> None:
     assert breakers_of("worker unhealthy (circuit breaker open: kafka)") == {"kafka": "open"}
 
 
-def document_histories() -> list:
+def document_histories() -> list[Operation]:
     """doc-1: op-a completed (revision 1, version v1), op-b completed on it (2, v2), op-c
     (v3) dead-lettered."""
     return [
@@ -98,8 +99,8 @@ def document_histories() -> list:
     ]
 
 
-def fold_all(events: list) -> DocumentView | None:
-    view = None
+def fold_all(events: list[Operation]) -> DocumentView | None:
+    view: DocumentView | None = None
     for event in events:
         _, view = fold_document(view, event)
     return view

@@ -1,5 +1,7 @@
 """The pure part of reconcile: a committed state against what the graph returned."""
 
+import dataclasses
+
 from graph_ingest.domain.mutation import EdgeKey, Mutation
 from graph_ingest.domain.plan import IngestionPlan
 from graph_ingest.reconcile.drift import Drift, compare, repair_plan, unlisted_in_graph
@@ -74,7 +76,7 @@ def test_superseded_edges_still_in_the_graph_are_unexpected() -> None:
     assert len(superseded) == 2
     drift = compare(elements(plan), nodes, edges | superseded)
     assert set(drift.unexpected_edges) == superseded
-    assert drift.missing_nodes == drift.missing_edges == ()
+    assert drift.missing_nodes == () and drift.missing_edges == ()
     # and gone from the graph, they are not
     assert compare(elements(plan), nodes, edges).is_clean
 
@@ -93,7 +95,7 @@ def test_an_edge_both_listed_and_superseded_is_not_unexpected() -> None:
     plan = plan_for("doc")
     state = elements(plan)
     own = state.edge_keys[0]
-    contradictory = CommittedElements(**{**_fields(state), "superseded_edge_keys": (own,)})
+    contradictory = dataclasses.replace(state, superseded_edge_keys=(own,))
     nodes, edges = all_of(plan)
     assert compare(contradictory, nodes, edges).is_clean
 
@@ -127,7 +129,7 @@ def test_repair_plan_restores_only_the_drifted_elements_as_the_plan_wrote_them()
     assert [e.key for e in repair.mutation.edge_upserts] == [gone]
     assert repair.mutation.edge_deletes == unexpected
     assert repair.mutation.node_deletes == ()
-    assert repair.unrestorable_nodes == repair.unrestorable_edges == ()
+    assert repair.unrestorable_nodes == () and repair.unrestorable_edges == ()
 
 
 def test_repair_plan_names_what_the_plan_does_not_upsert() -> None:
@@ -151,10 +153,6 @@ def test_repair_plan_names_what_the_plan_does_not_upsert() -> None:
     assert repair.unrestorable_edges == (edge,)
 
 
-def _fields(state: CommittedElements) -> dict[str, object]:
-    return {name: getattr(state, name) for name in CommittedElements.__slots__}  # type: ignore[attr-defined]
-
-
 def test_an_edge_around_the_documents_nodes_that_no_state_lists_is_unexpected() -> None:
     # Given a committed state and the graph around it, holding an edge of another lineage that
     # the state never listed, not even as superseded
@@ -175,7 +173,7 @@ def test_an_edge_kept_by_the_keep_policy_is_not_unexpected() -> None:
     state = elements(plan)
     nodes, edges = all_of(plan)
     kept = EdgeKey(src=state.node_ids[0], type="WAS_KEPT", dst=state.node_ids[1], rank=0)
-    keeping = CommittedElements(**{**_fields(state), "kept_edge_keys": (kept,)})
+    keeping = dataclasses.replace(state, kept_edge_keys=(kept,))
     touching = edges | {kept}
     assert compare(keeping, nodes, touching, touching=touching).is_clean
     assert compare(state, nodes, touching, touching=touching).unexpected_edges == (kept,)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from graph_ingest.domain.candidates import Chunk, Extraction
+from graph_ingest.domain.candidates import Chunk, EntityCandidate, Extraction, RelationCandidate
 from graph_ingest.domain.status import StatusCode
 from graph_ingest.planning.chunking import chunk_document
 from graph_ingest.planning.errors import ExtractionFailed, GraphSchemaError
@@ -82,7 +82,11 @@ def relations(extraction: Extraction) -> set[tuple[str, str, str]]:
 
 def assert_evidence_exact(text: str, extraction: Extraction, chunks: list[Chunk]) -> None:
     by_id = {c.chunk_id: c for c in chunks}
-    for candidate in (*extraction.entities, *extraction.relations):
+    candidates: tuple[EntityCandidate | RelationCandidate, ...] = (
+        *extraction.entities,
+        *extraction.relations,
+    )
+    for candidate in candidates:
         assert candidate.evidence
         for evidence in candidate.evidence:
             assert text[evidence.start : evidence.end] == evidence.quote
