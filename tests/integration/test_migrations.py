@@ -154,3 +154,29 @@ def test_an_index_build_cut_short_completes_when_the_migration_runs_again(
 
     assert migrate(schema) == ["0015"]
     assert index_validity(schema) == [True]
+
+
+def test_a_migration_waiting_for_another_says_which_session_holds_the_schema(
+    schema: PostgresSettings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(migrate_module, "WAITING_LOG_EVERY_S", 0.1)
+    with connect(schema) as holder, caplog.at_level(logging.INFO):
+        holder.execute(
+            "SELECT pg_advisory_lock(hashtext('graph_ingest.migrate'), hashtext(%s))",
+            (schema.schema_name,),
+        )
+        migration = migrating(schema)
+        wait_until(
+            lambda: (
+                f"for another migration of it to finish: pid {holder.info.backend_pid} ("
+                in caplog.text
+            ),
+            timeout_s=20,
+            what="the log naming the session that holds the migration lock",
+        )
+        assert not migration.done()
+        holder.execute(
+            "SELECT pg_advisory_unlock(hashtext('graph_ingest.migrate'), hashtext(%s))",
+            (schema.schema_name,),
+        )
+        assert migration.result(timeout=60) == [m.version for m in available_migrations()]

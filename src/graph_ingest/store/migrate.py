@@ -187,6 +187,18 @@ def _telling_what_blocks(
         watcher.join()
 
 
+# Who holds the schema's migration lock (pg_advisory_lock(int4, int4): classid, objid, subid 2).
+MIGRATION_LOCK_HOLDERS = """
+SELECT a.pid, a.application_name, a.state,
+       extract(epoch FROM now() - a.backend_start)::float8 AS connected_s
+FROM pg_locks AS l JOIN pg_stat_activity AS a USING (pid)
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid = (hashtext(%s)::bigint & 4294967295)::oid
+  AND l.objid = (hashtext(%s)::bigint & 4294967295)::oid
+"""
+
+
 @contextmanager
 def _migration_lock(conn: psycopg.Connection, schema: str) -> Iterator[None]:
     """The schema's migration lock, held by this session until the block ends.
@@ -200,9 +212,15 @@ def _migration_lock(conn: psycopg.Connection, schema: str) -> Iterator[None]:
         if time.monotonic() - told >= WAITING_LOG_EVERY_S:
             told = time.monotonic()
             log.info(
-                "schema %s: waiting %.0f s for another migration of it to finish",
+                "schema %s: waiting %.0f s for another migration of it to finish: %s",
                 schema,
                 told - started,
+                "; ".join(
+                    f"pid {pid} ({app or 'no application name'}, {state}, "
+                    f"connected {connected_s:.0f} s ago)"
+                    for pid, app, state, connected_s in conn.execute(MIGRATION_LOCK_HOLDERS, key)
+                )
+                or "its session just ended",
             )
         time.sleep(_LOCK_RETRY_S)
     try:
