@@ -6,10 +6,12 @@ round trips per batch, without Kafka, decoding or the relay.
 
 Applies the workload's warm-up, then its plans in batches of ``--batch`` (as the applier does
 when it drains a backlog), on a schema and label of its own. Prints the calling thread's CPU ms
-per plan, the PostgreSQL statements and Neo4j queries per batch (counted at the drivers' calls),
-each batch's wall time and its Neo4j write's (p50/p95/p99/max: ``--batch 1 --pause 0.03`` is a
-trickle of lone plans without Kafka, where a slow graph write shows), and with ``--profile`` the
-heaviest functions (cProfile, cumulative and own time).
+per plan, and PostgreSQL's and Neo4j's over the same window (``cpu.py``: what a change to a
+statement or a table costs the databases, without Kafka's and the workers' noise); the
+PostgreSQL statements and Neo4j queries per batch (counted at the drivers' calls), each batch's
+wall time and its Neo4j write's (p50/p95/p99/max: ``--batch 1 --pause 0.03`` is a trickle of
+lone plans without Kafka, where a slow graph write shows), and with ``--profile`` the heaviest
+functions (cProfile, cumulative and own time).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 import neo4j
 import psycopg
+from cpu import NEO4J, POSTGRES, CpuGroups, CpuWindow, stack_pids
 from isolation import bench_stack, graph_label, isolated
 from results import percentiles
 from workloads import build
@@ -119,7 +122,9 @@ def main() -> None:
             gc.collect()
             gc.freeze()  # the workload's plans are this process's, not an applier's: off the GC
             profile = cProfile.Profile(time.thread_time) if args.profile else None
+            services = CpuWindow(CpuGroups(stack_pids(settings, [POSTGRES, NEO4J])))
             with counting() as counts:
+                services.start()
                 cpu = time.thread_time()
                 if profile:
                     profile.enable()
@@ -132,11 +137,14 @@ def main() -> None:
                 if profile:
                     profile.disable()
                 cpu = time.thread_time() - cpu
+                services.stop()
     plans = len(measured)
     print(f"outcomes: {dict(outcomes)}")
     print(
         f"{plans} plans in {len(batches)} batches: CPU {cpu * 1000 / plans:.3f} ms/plan "
-        f"(thread), wall {sum(batch_ms) / plans:.3f} ms/plan (pauses left out)"
+        f"(thread), wall {sum(batch_ms) / plans:.3f} ms/plan (pauses left out); "
+        f"PostgreSQL {services.spent[POSTGRES] * 1000 / plans:.3f}, "
+        f"Neo4j {services.spent[NEO4J] * 1000 / plans:.3f} ms/plan"
     )
     print(
         f"per batch: {counts['postgres'] / len(batches):.1f} PostgreSQL statements, "
