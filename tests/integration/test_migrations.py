@@ -1,5 +1,5 @@
-"""Schema migrations on the real PostgreSQL: concurrent runs, and the outbox's index built
-while workers go on writing to the outbox."""
+"""Schema migrations on the real PostgreSQL: concurrent runs, the outbox's index built while
+workers go on writing to the outbox, and the values an upgrade compresses with lz4."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import graph_ingest.store.migrate as migrate_module
 from graph_ingest.settings import Settings
 from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.errors import StoreError
-from graph_ingest.store.migrate import available_migrations, migrate
+from graph_ingest.store.migrate import Migration, available_migrations, migrate
 from graph_ingest.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -180,3 +180,78 @@ def test_a_migration_waiting_for_another_says_which_session_holds_the_schema(
             (schema.schema_name,),
         )
         assert migration.result(timeout=60) == [m.version for m in available_migrations()]
+
+
+def lz4_columns(settings: PostgresSettings) -> set[tuple[str, str]]:
+    """The schema's table columns that compress with lz4."""
+    rows = query(
+        settings,
+        "SELECT c.relname, a.attname FROM pg_attribute AS a JOIN pg_class AS c"
+        " ON c.oid = a.attrelid WHERE c.relnamespace = %s::regnamespace AND c.relkind = 'r'"
+        " AND a.attcompression = 'l'",
+        settings.schema_name,
+    )
+    return {(table, column) for table, column in rows}
+
+
+def test_an_upgrade_compresses_new_values_with_lz4_and_older_ones_stay_readable(
+    schema: PostgresSettings,
+) -> None:
+    migrate(schema)
+    upgraded = lz4_columns(schema)
+    assert upgraded == {
+        ("operations", "plan_bytes"),
+        ("plan_claims", "plan_bytes"),
+        *(("document_states", c) for c in ("node_ids", "edge_keys", "superseded_edge_keys")),
+        ("document_states", "kept_edge_keys"),
+        ("document_history", "state"),
+        ("outbox", "message_value"),
+        ("dlq_entries", "envelope"),
+    }
+    with connect(schema) as conn:  # the schema as 0015 left it
+        for table, column in upgraded:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET COMPRESSION default").format(
+                    sql.Identifier(table), sql.Identifier(column)
+                )
+            )
+        conn.execute("DELETE FROM schema_migrations WHERE version = '0016'")
+    value = b"".join(f"event {i:05d};".encode() for i in range(3000))
+    add_row = "INSERT INTO outbox (topic, message_value) VALUES (%s, %s)"
+    query_rows = "SELECT topic, pg_column_compression(message_value), message_value FROM outbox"
+    with connect(schema) as conn:
+        conn.execute(add_row, ("before", value))
+
+    assert migrate(schema) == ["0016"]
+    assert lz4_columns(schema) == upgraded
+    with connect(schema) as conn:
+        conn.execute(add_row, ("after", value))
+    assert sorted(query(schema, query_rows)) == [
+        ("after", "lz4", value),
+        ("before", "pglz", value),
+    ]
+
+
+def test_a_warning_a_migration_raises_reaches_the_log(
+    schema: PostgresSettings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As 0016 warns on a server without lz4 (this one has it): psycopg drops what the server
+    says unless asked, and the notices of IF NOT EXISTS stay out of the log."""
+    warning = Migration(
+        "9999",
+        "warns",
+        b"DO $$ BEGIN RAISE NOTICE 'quiet'; RAISE WARNING 'no lz4 here'; END $$;",
+    )
+    monkeypatch.setattr(
+        migrate_module, "available_migrations", lambda: [*available_migrations(), warning]
+    )
+    migrate(schema)
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        assert migrate(schema) == []  # CREATE SCHEMA / TABLE IF NOT EXISTS: notices only
+        assert "PostgreSQL says" not in caplog.text
+        with connect(schema) as conn:
+            conn.execute("DELETE FROM schema_migrations WHERE version = '9999'")
+        assert migrate(schema) == ["9999"]
+    said = [r.getMessage() for r in caplog.records if "PostgreSQL says" in r.getMessage()]
+    assert said == [f"schema {schema.schema_name}: PostgreSQL says: no lz4 here"]

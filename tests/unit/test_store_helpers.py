@@ -81,6 +81,38 @@ def test_a_migration_outside_a_transaction_applies_alone_statement_by_statement(
     ]
 
 
+def test_a_dollar_quoted_body_keeps_its_own_statements() -> None:
+    migration = Migration(
+        "0003",
+        "outside",
+        OUTSIDE_A_TRANSACTION
+        + b"CREATE FUNCTION pg_temp.f() RETURNS void LANGUAGE plpgsql AS $$\n"
+        + b"BEGIN\n    PERFORM 1;\n    -- a comment;\n    PERFORM 2;\nEND\n$$;\n"
+        + b"SELECT pg_temp.f();\nSELECT 3",
+    )
+    assert migration.statements() == [
+        "CREATE FUNCTION pg_temp.f() RETURNS void LANGUAGE plpgsql AS $$\n"
+        "BEGIN\n    PERFORM 1;\n    PERFORM 2;\nEND\n$$",
+        "SELECT pg_temp.f()",
+        "SELECT 3",
+    ]
+
+
+def test_the_lz4_migration_alters_one_table_per_statement() -> None:
+    (migration,) = [m for m in available_migrations() if m.version == "0016"]
+    assert migration.outside_a_transaction
+    function, *calls = migration.statements()
+    assert function.startswith("CREATE OR REPLACE FUNCTION pg_temp.compress_with_lz4(")
+    assert [call.split("(")[1].split(",")[0].strip() for call in calls] == [
+        "'operations'",
+        "'plan_claims'",
+        "'document_states'",
+        "'document_history'",
+        "'outbox'",
+        "'dlq_entries'",
+    ]
+
+
 def test_the_outbox_index_is_built_concurrently() -> None:
     (migration,) = [m for m in available_migrations() if m.version == "0015"]
     assert migration.outside_a_transaction

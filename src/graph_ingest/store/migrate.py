@@ -7,13 +7,16 @@ instead of racing: the first applies, the others find nothing left to do.
 Consecutive migrations apply in one transaction: a failing one rolls them all back. A migration
 whose first line is ``-- migrate: outside a transaction`` runs alone, statement by statement in
 autocommit mode, for what PostgreSQL refuses inside a transaction (``CREATE INDEX CONCURRENTLY``,
-which lets the workers go on writing to a large table while its index builds). Each of its
-statements ends with ``;`` at the end of a line, and it must complete when run again after a
-failure part way (``IF EXISTS``): a failure leaves the migrations before it applied.
+which lets the workers go on writing to a large table while its index builds), and for changes
+that lock one table at a time and should hold no lock past their own statement. Each of its
+statements ends with ``;`` at the end of a line (a ``$$``-quoted body, a function's or a ``DO``
+block's, holds its own), and it must complete when run again after a failure part way
+(``IF EXISTS``): a failure leaves the migrations before it applied.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -35,7 +38,8 @@ log = logging.getLogger(__name__)
 _FILE_NAME = re.compile(r"(?P<version>\d{4})_(?P<name>[a-z0-9_]+)\.sql")
 _LOCK_NAMESPACE = "graph_ingest.migrate"
 OUTSIDE_A_TRANSACTION = b"-- migrate: outside a transaction\n"
-_STATEMENT_END = re.compile(r";[ \t]*(?:\n|$)")
+_STATEMENT_END = re.compile(r";[ \t]*$")
+_DOLLAR_QUOTE = "$$"
 # How often a migrate call waiting for another one tries the lock again, and tells it.
 _LOCK_RETRY_S = 0.1
 WAITING_LOG_EVERY_S = 30.0
@@ -53,10 +57,18 @@ class Migration:
 
     def statements(self) -> list[str]:
         """The statements of a migration outside a transaction, comment lines left out."""
-        code = "\n".join(
-            line for line in self.sql.decode().splitlines() if not line.lstrip().startswith("--")
-        )
-        return [s.strip() for s in _STATEMENT_END.split(code) if s.strip()]
+        found: list[str] = []
+        lines: list[str] = []
+        for line in self.sql.decode().splitlines():
+            if line.lstrip().startswith("--"):
+                continue
+            lines.append(line)
+            text = "\n".join(lines)
+            if _STATEMENT_END.search(line) and text.count(_DOLLAR_QUOTE) % 2 == 0:
+                found.append(text.rstrip()[:-1])
+                lines = []
+        found.append("\n".join(lines))
+        return [statement.strip() for statement in found if statement.strip()]
 
 
 def available_migrations() -> list[Migration]:
@@ -96,6 +108,7 @@ def migrate(settings: PostgresSettings) -> list[str]:
         psycopg.connect(settings.conninfo(), autocommit=True) as conn,
         _migration_lock(conn, schema),
     ):
+        conn.add_notice_handler(functools.partial(_log_server_warning, schema))
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         conn.execute(
@@ -129,6 +142,13 @@ def migrate(settings: PostgresSettings) -> list[str]:
                         _record(conn, migration)
             applied += [m.version for m in run]
     return applied
+
+
+def _log_server_warning(schema: str, diagnostic: psycopg.errors.Diagnostic) -> None:
+    """What a migration says with ``RAISE WARNING`` (0016: a server without lz4), which psycopg
+    would drop; the server's notices (``IF NOT EXISTS`` skips) stay out of the log."""
+    if diagnostic.severity_nonlocalized == "WARNING":
+        log.warning("schema %s: PostgreSQL says: %s", schema, diagnostic.message_primary)
 
 
 def _record(conn: psycopg.Connection, migration: Migration) -> None:
