@@ -40,7 +40,9 @@ def db_migrate() -> None:
 
     Workers may go on writing while it runs: an index on a table they write builds
     CONCURRENTLY. If such a build fails part way, run it again: it drops the invalid index the
-    failure left and builds it anew.
+    failure left and builds it anew. A change to a table's storage (0016: lz4 compression) locks
+    one table at a time, for an instant, after the transactions in progress on it. What a
+    migration warns of (a server without lz4) is logged.
 
     \b
     Example:
