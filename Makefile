@@ -25,10 +25,10 @@ demo: install ## Start the local stack (first run fetches jars) and run the pipe
 	$(BIN)/graph-ingest demo
 
 .PHONY: lint
-lint: install ## ruff (lint + format check) and mypy --strict on src/ and tests/
+lint: install ## ruff (lint + format check) and mypy --strict on src/, tests/ and benchmarks/
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/mypy src tests
+	$(BIN)/mypy src tests benchmarks
 
 .PHONY: test
 test: lint ## Lint, then every test: unit, integration and crash (starts and stops its own stack)

@@ -57,7 +57,7 @@ def counting() -> Iterator[Counter[str]]:
         counts["neo4j"] += 1
         return neo_run(self, query, *args, **kwargs)
 
-    psycopg.Cursor.execute = execute  # type: ignore[method-assign,assignment]
+    psycopg.Cursor.execute = execute  # type: ignore[method-assign]
     neo4j.ManagedTransaction.run = run  # type: ignore[method-assign,assignment]
     try:
         yield counts

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
-from decode_cost import kafka_messages, report, step_costs
+from decode_cost import Steps, kafka_messages, report, step_costs
 from msgspec import Meta, Struct
 
 from graph_ingest.domain.identifiers import IDENTIFIER_PATTERN, MAX_IDENTIFIER_LENGTH
@@ -37,112 +37,119 @@ from graph_ingest.schemas.registry import PLAN
 NO_NUL = r"^[^\x00]*$"
 
 
-def struct_types(patterns: bool) -> type[Struct]:
+Scalar = str | int | float | bool
+PropertyValue = Scalar | list[Scalar] | None
+SafeInteger = Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
+Offset = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
+
+
+def struct_types(patterns: bool) -> type[Any]:
     """The plan as frozen Structs with the domain's constraints; ``patterns``: with the text
-    patterns (NUL, identifiers), else lengths and ranges only."""
+    patterns (NUL, identifiers), else lengths and ranges only. The constraints differ by call,
+    so each field names its ``Meta`` as ``Annotated[str, <meta>]``."""
 
-    def text(**constraints: Any) -> Any:
-        return Annotated[str, Meta(**constraints, **({"pattern": NO_NUL} if patterns else {}))]
+    def text(**constraints: Any) -> Meta:
+        return Meta(**constraints, **({"pattern": NO_NUL} if patterns else {}))
 
-    identifier = Annotated[
-        str,
-        Meta(
-            max_length=MAX_IDENTIFIER_LENGTH,
-            **({"pattern": rf"^{IDENTIFIER_PATTERN.pattern}$"} if patterns else {}),
-        ),
-    ]
+    identifier = Meta(
+        max_length=MAX_IDENTIFIER_LENGTH,
+        **({"pattern": rf"^{IDENTIFIER_PATTERN.pattern}$"} if patterns else {}),
+    )
     stored_id = text(min_length=1, max_length=MAX_ID_LENGTH)
     stored_text = text()
-    safe_integer = Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
-    offset = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
-    scalar = str | int | float | bool
-    property_value = scalar | list[scalar] | None
+    non_empty = text(min_length=1)
 
-    class Frozen(Struct, frozen=True, forbid_unknown_fields=True):
+    # mypy sees msgspec as Any (pyproject: the bench extra's libraries), so that lint agrees
+    # with or without it; the subclasses inherit this configuration.
+    class Frozen(Struct, frozen=True, forbid_unknown_fields=True):  # type: ignore[misc,call-arg]
         pass
 
-    class NodeUpsert(Frozen, frozen=True):
-        node_id: stored_id
-        labels: tuple[identifier, ...] = ()
-        properties: dict[identifier, property_value] = msgspec.field(default_factory=dict)
+    class NodeUpsert(Frozen):
+        node_id: Annotated[str, stored_id]
+        labels: tuple[Annotated[str, identifier], ...] = ()
+        properties: dict[Annotated[str, identifier], PropertyValue] = msgspec.field(
+            default_factory=dict
+        )
 
-    class EdgeKey(Frozen, frozen=True):
-        src: stored_id
-        type: identifier
-        dst: stored_id
-        rank: safe_integer = 0
+    class EdgeKey(Frozen):
+        src: Annotated[str, stored_id]
+        type: Annotated[str, identifier]
+        dst: Annotated[str, stored_id]
+        rank: SafeInteger = 0
 
-    class EdgeUpsert(Frozen, frozen=True):
-        src: stored_id
-        type: identifier
-        dst: stored_id
-        rank: safe_integer = 0
-        properties: dict[identifier, property_value] = msgspec.field(default_factory=dict)
+    class EdgeUpsert(Frozen):
+        src: Annotated[str, stored_id]
+        type: Annotated[str, identifier]
+        dst: Annotated[str, stored_id]
+        rank: SafeInteger = 0
+        properties: dict[Annotated[str, identifier], PropertyValue] = msgspec.field(
+            default_factory=dict
+        )
 
-    class Mutation(Frozen, frozen=True):
+    class Mutation(Frozen):
         node_upserts: tuple[NodeUpsert, ...] = ()
         edge_upserts: tuple[EdgeUpsert, ...] = ()
-        node_deletes: tuple[stored_id, ...] = ()
+        node_deletes: tuple[Annotated[str, stored_id], ...] = ()
         edge_deletes: tuple[EdgeKey, ...] = ()
         detach_deleted_nodes: bool = False
         deletes_if_unreferenced: bool = False
 
-    class Evidence(Frozen, frozen=True):
-        quote: stored_text
-        start: offset
-        end: offset
+    class Evidence(Frozen):
+        quote: Annotated[str, stored_text]
+        start: Offset
+        end: Offset
 
-    class FactSource(Frozen, frozen=True):
-        fact_id: text(min_length=1)  # type: ignore[valid-type]
+    class FactSource(Frozen):
+        fact_id: Annotated[str, non_empty]
         kind: Literal["NODE", "EDGE"]
         evidence: tuple[Evidence, ...] = ()
 
-    class DocumentState(Frozen, frozen=True):
-        space: identifier
-        document_id: stored_id
+    class DocumentState(Frozen):
+        space: Annotated[str, identifier]
+        document_id: Annotated[str, stored_id]
         revision: Annotated[int, Meta(ge=0, le=MAX_REVISION)]
-        operation_id: stored_id
-        content_hash: stored_id
-        document_version: stored_text
-        node_ids: tuple[stored_id, ...] = ()
+        operation_id: Annotated[str, stored_id]
+        content_hash: Annotated[str, stored_id]
+        document_version: Annotated[str, stored_text]
+        node_ids: tuple[Annotated[str, stored_id], ...] = ()
         edge_keys: tuple[EdgeKey, ...] = ()
         superseded_edge_keys: tuple[EdgeKey, ...] = ()
         kept_edge_keys: tuple[EdgeKey, ...] = ()
-        base_operation_id: stored_id | None = None
+        base_operation_id: Annotated[str, stored_id] | None = None
         fact_sources: tuple[FactSource, ...] = ()
-        schema_version: stored_text | None = None
-        extraction_fingerprint: stored_text | None = None
+        schema_version: Annotated[str, stored_text] | None = None
+        extraction_fingerprint: Annotated[str, stored_text] | None = None
         source_updated_at: datetime | None = None
         committed_at: datetime | None = None
 
-    class EntityRegistration(Frozen, frozen=True):
-        space: identifier
-        entity_type: identifier
-        name: text(min_length=1)  # type: ignore[valid-type]
-        normalized_name: stored_id
-        node_id: stored_id
-        aliases: tuple[stored_text, ...] = ()
+    class EntityRegistration(Frozen):
+        space: Annotated[str, identifier]
+        entity_type: Annotated[str, identifier]
+        name: Annotated[str, non_empty]
+        normalized_name: Annotated[str, stored_id]
+        node_id: Annotated[str, stored_id]
+        aliases: tuple[Annotated[str, stored_text], ...] = ()
 
-    class GraphOptions(Frozen, frozen=True):
-        database: identifier = "neo4j"
-        node_label: identifier = "Entity"
+    class GraphOptions(Frozen):
+        database: Annotated[str, identifier] = "neo4j"
+        node_label: Annotated[str, identifier] = "Entity"
 
-    class Provenance(Frozen, frozen=True):
+    class Provenance(Frozen):
         extractor: str = "unknown"
         model: str | None = None
         prompt_version: str | None = None
 
-    class Plan(Frozen, frozen=True):
+    class Plan(Frozen):
         kind: Literal["INGESTION", "RETRACTION", "NO_OP"]
-        space: identifier
-        document_id: stored_id
-        document_version: stored_text
-        operation_id: stored_id
+        space: Annotated[str, identifier]
+        document_id: Annotated[str, stored_id]
+        document_version: Annotated[str, stored_text]
+        operation_id: Annotated[str, stored_id]
         expected_revision: Annotated[int, Meta(ge=0, le=MAX_REVISION - 1)]
         next_state: DocumentState
         created_at: datetime
-        fingerprint: stored_text
-        base_operation_id: stored_id | None = None
+        fingerprint: Annotated[str, stored_text]
+        base_operation_id: Annotated[str, stored_id] | None = None
         graph: GraphOptions = GraphOptions()
         mutation: Mutation = Mutation()
         registrations: tuple[EntityRegistration, ...] = ()
@@ -178,7 +185,7 @@ def measure(kind: str, count: int, repeat: int) -> dict[str, float]:
         converted = msgspec.convert(records[0], plan_type)
         if len(converted.mutation.node_upserts) != len(records[0]["mutation"]["node_upserts"]):
             raise RuntimeError("the Structs lost upserts")
-    steps = {
+    steps: Steps = {
         "fastavro read": (lambda v: read_single_object(v, PLAN), values),
         "pydantic": (IngestionPlan.model_validate, records),
         "msgspec": (lambda r: msgspec.convert(r, strict), records),
