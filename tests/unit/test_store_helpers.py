@@ -98,8 +98,13 @@ def test_a_dollar_quoted_body_keeps_its_own_statements() -> None:
     ]
 
 
+def shipped_migration(version: str) -> Migration:
+    (migration,) = [m for m in available_migrations() if m.version == version]
+    return migration
+
+
 def test_the_lz4_migration_alters_one_table_per_statement() -> None:
-    (migration,) = [m for m in available_migrations() if m.version == "0016"]
+    migration = shipped_migration("0016")
     assert migration.outside_a_transaction
     function, *calls = migration.statements()
     assert function.startswith("CREATE OR REPLACE FUNCTION pg_temp.compress_with_lz4(")
@@ -114,7 +119,7 @@ def test_the_lz4_migration_alters_one_table_per_statement() -> None:
 
 
 def test_the_outbox_index_is_built_concurrently() -> None:
-    (migration,) = [m for m in available_migrations() if m.version == "0015"]
+    migration = shipped_migration("0015")
     assert migration.outside_a_transaction
     assert [s.split(" ON ")[0] for s in migration.statements()] == [
         "DROP INDEX CONCURRENTLY IF EXISTS outbox_published_idx",
