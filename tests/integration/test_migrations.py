@@ -255,3 +255,26 @@ def test_a_warning_a_migration_raises_reaches_the_log(
         assert migrate(schema) == ["9999"]
     said = [r.getMessage() for r in caplog.records if "PostgreSQL says" in r.getMessage()]
     assert said == [f"schema {schema.schema_name}: PostgreSQL says: no lz4 here"]
+
+
+def test_where_the_server_refuses_lz4_the_migration_warns_and_goes_on(
+    schema: PostgresSettings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """0016's own function, on a column PostgreSQL refuses to compress as a server without lz4
+    refuses lz4 itself (feature_not_supported): the migration applies, and says so."""
+    (lz4,) = [m for m in available_migrations() if m.version == "0016"]
+    function = lz4.sql[: lz4.sql.index(b"SELECT pg_temp.compress_with_lz4(")]
+    refused = Migration(
+        "9999",
+        "refused",
+        function + b"SELECT pg_temp.compress_with_lz4('schema_migrations', 'applied_at');\n",
+    )
+    monkeypatch.setattr(
+        migrate_module, "available_migrations", lambda: [*available_migrations(), refused]
+    )
+    with caplog.at_level(logging.WARNING):
+        assert migrate(schema)[-1] == "9999"
+    assert (
+        f"schema {schema.schema_name}: PostgreSQL says: schema_migrations: this PostgreSQL"
+        " server has no lz4; its values stay compressed with pglz" in caplog.text
+    )
