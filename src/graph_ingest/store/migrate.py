@@ -59,13 +59,15 @@ class Migration:
         """The statements of a migration outside a transaction, comment lines left out."""
         found: list[str] = []
         lines: list[str] = []
+        in_body = False
         for line in self.sql.decode().splitlines():
             if line.lstrip().startswith("--"):
                 continue
             lines.append(line)
-            text = "\n".join(lines)
-            if _STATEMENT_END.search(line) and text.count(_DOLLAR_QUOTE) % 2 == 0:
-                found.append(text.rstrip()[:-1])
+            if line.count(_DOLLAR_QUOTE) % 2:
+                in_body = not in_body
+            if not in_body and _STATEMENT_END.search(line):
+                found.append("\n".join(lines).rstrip()[:-1])
                 lines = []
         found.append("\n".join(lines))
         return [statement.strip() for statement in found if statement.strip()]
