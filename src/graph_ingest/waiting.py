@@ -1,11 +1,11 @@
-"""Wait for a condition with a deadline, never a guessed sleep; and a bell that ends a wait on a
-socket from another thread."""
+"""Wait for a condition with a deadline, never a guessed sleep; a bell that ends a wait on a
+socket from another thread; and a thread that runs beside a block until the block ends."""
 
 import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -60,3 +60,19 @@ class Bell:
                 self._closed = True
                 os.close(self.fileno)
                 os.close(self._ringer)
+
+
+@contextlib.contextmanager
+def thread_beside(
+    run: Callable[[threading.Event], None], *, name: str, join_timeout_s: float | None = None
+) -> Iterator[None]:
+    """``run(stop)`` in a daemon thread while the block runs. When the block ends, however it
+    ends, ``stop`` is set and the thread joined (for at most ``join_timeout_s``)."""
+    stop = threading.Event()
+    thread = threading.Thread(target=run, args=(stop,), name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=join_timeout_s)

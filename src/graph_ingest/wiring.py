@@ -39,6 +39,7 @@ from graph_ingest.schemas.codec import encode_operation
 from graph_ingest.settings import Settings
 from graph_ingest.store.base import OperationStore
 from graph_ingest.store.postgres.store import PostgresOperationStore
+from graph_ingest.waiting import thread_beside
 
 BUNDLED_GRAPH_SCHEMA = Path(__file__).resolve().parent / "demo" / "graph_schema.yaml"
 """The graph schema of the demo corpus (and of the planner's tests), with its extraction rules."""
@@ -170,22 +171,20 @@ def _relay_beside(
         return
     relay = OutboxRelay(settings, hooks=relay_hooks(settings, subscribers))
     relay.start()
-    relay_stop = threading.Event()
 
-    def run() -> None:
+    def run(relay_stop: threading.Event) -> None:
         try:
             relay.run(relay_stop)
         except Exception:
             log.exception("the outbox relay beside the applier stopped; stopping the applier")
             stop.set()
 
-    thread = threading.Thread(target=run, name="outbox-relay", daemon=True)
-    thread.start()
     try:
-        yield
+        with thread_beside(
+            run, name="outbox-relay", join_timeout_s=settings.relay.flush_timeout_s + 30
+        ):
+            yield
     finally:
-        relay_stop.set()
-        thread.join(timeout=settings.relay.flush_timeout_s + 30)
         relay.close()
 
 

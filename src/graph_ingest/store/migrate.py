@@ -32,6 +32,7 @@ from psycopg import sql
 from graph_ingest.domain.errors import ConfigurationError
 from graph_ingest.settings.postgres import PostgresSettings
 from graph_ingest.store.postgres.translate import translating
+from graph_ingest.waiting import thread_beside
 
 log = logging.getLogger(__name__)
 
@@ -176,9 +177,8 @@ def _telling_what_blocks(
     """Log, every ``WAITING_LOG_EVERY_S`` while the block runs, the sessions the migration
     waits for: a concurrent index build waits for every transaction open on its table when it
     starts, and an operator must be able to see which one to end."""
-    done = threading.Event()
 
-    def watch() -> None:
+    def watch(done: threading.Event) -> None:
         try:
             with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
                 while not done.wait(WAITING_LOG_EVERY_S):
@@ -200,13 +200,8 @@ def _telling_what_blocks(
         except psycopg.Error as exc:  # only the telling is lost; the migration goes on
             log.debug("watching what %s_%s waits for: %s", migration.version, migration.name, exc)
 
-    watcher = threading.Thread(target=watch, name="migrate-watch", daemon=True)
-    watcher.start()
-    try:
+    with thread_beside(watch, name="migrate-watch"):
         yield
-    finally:
-        done.set()
-        watcher.join()
 
 
 # Who holds the schema's migration lock (pg_advisory_lock(int4, int4): classid, objid, subid 2).
