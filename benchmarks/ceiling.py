@@ -119,10 +119,10 @@ def write(d: Driver, database: str, work: Iterable[list[Statement]]) -> float:
 
 def best_pass(
     settings: Settings, d: Driver, workload: Workload, layout: Layout, repeats: int
-) -> tuple[float, dict[str, float]]:
-    """The best of ``repeats`` timed passes: its seconds and the CPU seconds this client and
-    Neo4j spent on it. Each pass starts from an empty label with the workload's setup (not
-    timed) written."""
+) -> tuple[float, dict[str, float], dict[str, float]]:
+    """The best of ``repeats`` timed passes: its seconds, the CPU seconds this client and Neo4j
+    spent on it, and of it Neo4j's JIT compilers'. Each pass starts from an empty label with the
+    workload's setup (not timed) written."""
     label, database = workload.graph.node_label, workload.graph.database
     setup = transactions(label, workload.setup, layout)
     measured = transactions(label, workload.plans, layout)
@@ -132,7 +132,7 @@ def best_pass(
         write(d, database, setup)
         window.start()
         seconds = write(d, database, measured)
-        passes.append((seconds, window.stop()))
+        passes.append((seconds, window.stop(), window.jit_spent))
         wipe_label(settings, label)
     return min(passes, key=lambda p: p[0])
 
@@ -171,12 +171,13 @@ def ceiling(settings: Settings, workload: Workload, *, quick: bool = False) -> R
         tried = {layout: best_time(settings, d, sample, layout, repeats) for layout in layouts}
         fastest = min(tried, key=lambda layout: tried[layout])
         # the whole workload's best pass, timed and counted (the sample's when it is whole)
-        seconds, cpu = best_pass(settings, d, workload, fastest, repeats)
+        seconds, cpu, jit = best_pass(settings, d, workload, fastest, repeats)
     return Run.of(
         workload,
         CEILING,
         seconds,
         cpu_s=cpu,
+        jit_s=jit,
         details={
             "layout": {
                 "rows_per_statement": fastest.rows_per_statement,

@@ -6,6 +6,11 @@ is its own user + system time, its reaped children's (cutime + cstime: PostgreSQ
 ended, a JVM's helpers) and every live descendant's, read the same way. A descendant that ends
 inside the window moves from "live" to its parent's cutime, so the sum stays whole. The benchmark
 process counts itself through ``resource`` (its own threads only run the measured client).
+
+Of a JVM service's CPU, the share its JIT compiler threads spent is read apart (``jit``): Kafka
+compiles its hot code for many minutes after it starts (issue 20: half of its CPU per plan in the
+first three minutes of traffic, a fifth to a third after seven), so a window's Kafka or Neo4j
+figure says how much of it was warm-up.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ KAFKA = "kafka"
 NEO4J = "neo4j"
 POSTGRES = "postgres"
 STACK_SERVICES = (KAFKA, NEO4J, POSTGRES)
+JVM_SERVICES = (KAFKA, NEO4J)
+# HotSpot's compiler threads, "C1 CompilerThread0" and "C2 CompilerThread0" (comm keeps 15 bytes)
+JIT_THREAD_PREFIXES = ("C1 CompilerThre", "C2 CompilerThre")
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -79,6 +87,15 @@ def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
     return threads
 
 
+def jit_cpu_s(pid: int) -> float:
+    """CPU seconds the JIT compiler threads of the JVM ``pid`` have spent (0 once it is gone)."""
+    try:
+        threads = thread_cpu_s(pid)
+    except FileNotFoundError:
+        return 0.0
+    return sum(s for name, s in threads.values() if name.startswith(JIT_THREAD_PREFIXES))
+
+
 def _self_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -86,12 +103,17 @@ def _self_cpu_s() -> float:
 
 @dataclass(frozen=True)
 class CpuReading:
-    """CPU seconds of each group at one moment."""
+    """CPU seconds of each group at one moment, and of it the JVM services' JIT compilers'."""
 
     seconds: dict[str, float]
+    jit: dict[str, float]
 
     def __sub__(self, earlier: CpuReading) -> dict[str, float]:
-        return {g: self.seconds[g] - earlier.seconds.get(g, 0.0) for g in self.seconds}
+        return _spent(self.seconds, earlier.seconds)
+
+
+def _spent(now: Mapping[str, float], earlier: Mapping[str, float]) -> dict[str, float]:
+    return {g: now[g] - earlier.get(g, 0.0) for g in now}
 
 
 class CpuGroups:
@@ -109,7 +131,12 @@ class CpuGroups:
         }
         if self._client:
             seconds[CLIENT] = _self_cpu_s()
-        return CpuReading(seconds)
+        jit = {
+            name: sum(jit_cpu_s(pid) for pid in pids)
+            for name, pids in self._groups.items()
+            if name in JVM_SERVICES
+        }
+        return CpuReading(seconds, jit)
 
 
 def stack_pids(settings: Settings, names: Iterable[str] = STACK_SERVICES) -> dict[str, list[int]]:
@@ -124,13 +151,33 @@ def stack_pids(settings: Settings, names: Iterable[str] = STACK_SERVICES) -> dic
     return pids
 
 
+def jvm_lifetimes(settings: Settings) -> dict[str, dict[str, float]]:
+    """Each JVM service of the running stack since it started: its age, its CPU seconds, and of
+    them its JIT compilers'. How warm the stack is that a run measured on."""
+    with open("/proc/uptime", encoding="ascii") as uptime:
+        now_s = float(uptime.read().split()[0])
+    lifetimes = {}
+    for name, (pid,) in stack_pids(settings, JVM_SERVICES).items():
+        fields = _stat_fields(pid)
+        if fields is None:
+            raise RuntimeError(f"{name} of the stack ended while it was read")
+        lifetimes[name] = {
+            "age_s": now_s - int(fields[19]) / TICKS_PER_S,
+            "cpu_s": _own_and_reaped_s(pid),
+            "jit_s": jit_cpu_s(pid),
+        }
+    return lifetimes
+
+
 class CpuWindow:
-    """CPU seconds each group spent between ``start()`` and ``stop()``."""
+    """CPU seconds each group spent between ``start()`` and ``stop()`` (``spent``), and of it the
+    JVM services' JIT compiler threads (``jit_spent``)."""
 
     def __init__(self, groups: CpuGroups) -> None:
         self._groups = groups
         self._start: CpuReading | None = None
         self.spent: dict[str, float] = {}
+        self.jit_spent: dict[str, float] = {}
 
     def start(self) -> None:
         self._start = self._groups.read()
@@ -138,5 +185,7 @@ class CpuWindow:
     def stop(self) -> dict[str, float]:
         if self._start is None:
             raise RuntimeError("CpuWindow.stop() before start()")
-        self.spent = self._groups.read() - self._start
+        end = self._groups.read()
+        self.spent = end - self._start
+        self.jit_spent = _spent(end.jit, self._start.jit)
         return self.spent

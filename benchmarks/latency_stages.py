@@ -102,7 +102,8 @@ def main() -> None:
         print(f"{name:<34} {p['p50']:7.1f} {p['p95']:7.1f} {p['p99']:7.1f}")
     per_plan = {group: spent * 1000 / len(sent) for group, spent in window.spent.items()}
     cells = ", ".join(f"{group} {ms:.2f}" for group, ms in per_plan.items())
-    print(f"CPU ms per plan: {cells}; total {sum(per_plan.values()):.2f}")
+    jit = ", ".join(f"{group} {s * 1000 / len(sent):.2f}" for group, s in window.jit_spent.items())
+    print(f"CPU ms per plan: {cells}; total {sum(per_plan.values()):.2f} (of it JIT: {jit})")
 
 
 if __name__ == "__main__":

@@ -313,6 +313,7 @@ def pipeline(
         latency_ms=percentiles(latency) if rate is not None else None,
         paced_plans_per_s=rate,
         cpu_s=window.spent,
+        jit_s=window.jit_spent,
         details={
             "appliers": appliers,
             "event_latency_ms": percentiles(event_latency) if rate is not None else None,

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cpu import CLIENT, KAFKA, NEO4J, POSTGRES, STACK_SERVICES, WORKERS
+from cpu import CLIENT, JVM_SERVICES, KAFKA, NEO4J, POSTGRES, STACK_SERVICES, WORKERS
 from idle import IdleCost
 from results import CEILING, LATENCY_METHODS, METHODS, PACED, PIPELINE_1, SEED_STYLE, Run
 
@@ -62,7 +62,8 @@ CPU_GROUPS = (CLIENT, WORKERS, KAFKA, NEO4J, POSTGRES)
 CPU_HEADER = (
     f"{'workload':<12} {'method':<20} "
     + " ".join(f"{g:>8}" for g in CPU_GROUPS)
-    + f" {'total':>8} {'efficiency':>10} {'no workers':>10}  {'event p50/p95/p99 ms':<22}"
+    + f" {'total':>8} {'efficiency':>10} {'no workers':>10} {'JIT k/n':>11}"
+    + f"  {'event p50/p95/p99 ms':<22}"
 )
 
 
@@ -79,14 +80,22 @@ def cpu_row(run: Run, ceiling: Run | None) -> str:
     latency = f"{events['p50']:.0f}/{events['p95']:.0f}/{events['p99']:.0f}" if events else "-"
     return (
         f"{run.workload:<12} {run.method:<20} {groups} "
-        f"{total if total is not None else 0:>8.3f} {efficiency:>10} {bound:>10}  {latency:<22}"
+        f"{total if total is not None else 0:>8.3f} {efficiency:>10} {bound:>10} "
+        f"{jit_cell(run):>11}  {latency:<22}"
     )
+
+
+def jit_cell(run: Run) -> str:
+    """Kafka's and Neo4j's JIT compilers' CPU ms per plan, of their columns ("-": not counted)."""
+    jit = run.jit_ms_per_plan or {}
+    return "/".join(f"{jit[g]:.2f}" if g in jit else "-" for g in JVM_SERVICES)
 
 
 def cpu_table(runs: Sequence[Run]) -> str:
     """CPU ms per plan of every process group (``cpu.py``), efficiency = the ceiling's total ÷
-    the run's, and "no workers" = the ceiling's total ÷ Kafka's, Neo4j's and PostgreSQL's: the
-    most any change to the workers could reach. The latency runs add their publish→COMPLETED-event
+    the run's, "no workers" = the ceiling's total ÷ Kafka's, Neo4j's and PostgreSQL's: the most
+    any change to the workers could reach, and "JIT k/n" = of Kafka's and Neo4j's, what their JIT
+    compilers spent (warm-up, not work). The latency runs add their publish→COMPLETED-event
     percentiles."""
     lines = ["CPU ms per plan, summed over each group's processes", CPU_HEADER]
     for workload in dict.fromkeys(r.workload for r in runs):
@@ -106,6 +115,16 @@ def idle_table(idle: IdleCost) -> str:
         f"idle pipeline over {idle.seconds:.0f} s, % of one core: {cells}; "
         f"workers together {workers:.2f} %"
     )
+
+
+def jvm_lifetimes_line(lifetimes: dict[str, dict[str, float]]) -> str:
+    """How warm the stack's JVMs were: their JIT compilers' share of all their CPU so far."""
+    cells = ", ".join(
+        f"{name} up {life['age_s']:,.0f} s, {life['cpu_s']:.1f} s CPU of which JIT "
+        f"{life['jit_s']:.1f} s ({life['jit_s'] / life['cpu_s']:.0%})"
+        for name, life in lifetimes.items()
+    )
+    return f"stack JVMs since they started: {cells}"
 
 
 def machine() -> dict[str, Any]:

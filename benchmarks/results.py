@@ -34,6 +34,8 @@ class Run:
     paced_plans_per_s: float | None = None
     cpu_s: dict[str, float] | None = None
     """CPU seconds of each process group over the run's window (``cpu.py``)."""
+    jit_s: dict[str, float] | None = None
+    """Of ``cpu_s``, the seconds the JVM services' JIT compiler threads spent (``cpu.py``)."""
     details: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -59,6 +61,13 @@ class Run:
         per_plan = {g: s * 1000 / self.plans for g, s in self.cpu_s.items()}
         return {**per_plan, "total": sum(per_plan.values())}
 
+    @property
+    def jit_ms_per_plan(self) -> dict[str, float] | None:
+        """Of ``cpu_ms_per_plan``, the JVM services' JIT compilers' share, by group."""
+        if self.jit_s is None:
+            return None
+        return {g: s * 1000 / self.plans for g, s in self.jit_s.items()}
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "workload": self.workload,
@@ -74,6 +83,8 @@ class Run:
             "paced_plans_per_s": self.paced_plans_per_s,
             "cpu_s": self.cpu_s,
             "cpu_ms_per_plan": self.cpu_ms_per_plan,
+            "jit_s": self.jit_s,
+            "jit_ms_per_plan": self.jit_ms_per_plan,
             **self.details,
         }
 

@@ -60,4 +60,5 @@ def seed_style(base: Settings, workload: Workload) -> Run:
         seconds,
         pg_bytes_per_plan=growth / len(workload.plans),
         cpu_s=window.spent,
+        jit_s=window.jit_spent,
     )

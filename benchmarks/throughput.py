@@ -39,10 +39,11 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ceiling import ceiling, rust_extension
+from cpu import jvm_lifetimes
 from idle import idle_cost
 from isolation import bench_stack, graph_label, wipe_label
 from pipeline_run import pipeline
-from report import cpu_table, idle_table, table, write_chart, write_json
+from report import cpu_table, idle_table, jvm_lifetimes_line, table, write_chart, write_json
 from results import TRICKLE, Run
 from seed_style import seed_style
 from workloads import Workload, build
@@ -162,6 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     print(cpu_table(runs))
     print()
     print(idle_table(idle))
+    lifetimes = jvm_lifetimes(base)
+    print(jvm_lifetimes_line(lifetimes))
     meta = {
         "command": " ".join(["python", "benchmarks/throughput.py", *(argv or sys.argv[1:])]),
         "started_at": started,
@@ -170,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         "neo4j_rust_ext": rust_extension(),
         "batch_max_plans": base.applier.batch_max_plans,
         "idle": idle.as_dict(),
+        "stack_jvms": lifetimes,
     }
     write_json(args.out / "throughput.json", runs, meta)
     charted = write_chart(args.out / "throughput.png", runs)

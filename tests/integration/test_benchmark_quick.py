@@ -36,6 +36,7 @@ CPU_GROUPS = {
     **{m: {"workers", *STACK_GROUPS} for m in METHODS if m.startswith("pipeline")},
 }
 IDLE_GROUPS = {"applier", "planner", "projector", *STACK_GROUPS}
+JVM_GROUPS = {"kafka", "neo4j"}
 
 
 def test_the_quick_benchmark_applies_every_workload_every_way_exactly(
@@ -66,10 +67,22 @@ def test_the_quick_benchmark_applies_every_workload_every_way_exactly(
         assert all(isinstance(s, float) and s >= 0 for s in spent.values()), run
         assert sum(spent.values()) > 0, run
         assert run["cpu_ms_per_plan"]["total"] > 0, run
+        # and, of its JVM services' CPU, what their JIT compilers spent
+        jit = run["jit_s"]
+        assert set(jit) == CPU_GROUPS[run["method"]] & JVM_GROUPS, run
+        assert all(0 <= jit[group] <= spent[group] for group in jit), run
     # and the idle pipeline's, for each worker and service
     idle = report["idle"]
     assert set(idle["cpu_s"]) == IDLE_GROUPS
     assert idle["seconds"] > 0 and all(s >= 0 for s in idle["cpu_s"].values())
+    # and how warm the stack's JVMs were: each has compiled since it started, and that is a part
+    # of its CPU, not more
+    lifetimes = report["stack_jvms"]
+    assert set(lifetimes) == JVM_GROUPS
+    assert all(
+        0 < life["jit_s"] < life["cpu_s"] and life["age_s"] > 0 for life in lifetimes.values()
+    )
+    assert "stack JVMs since they started: kafka up" in result.stdout
     # and printed the tables, and drew the chart where matplotlib (the bench extra) is installed
     assert "pipeline x2" in result.stdout
     assert "efficiency" in result.stdout and "idle pipeline" in result.stdout
@@ -83,6 +96,6 @@ def test_the_quick_benchmark_applies_every_workload_every_way_exactly(
         for line in cpu_table.splitlines()
         if line.startswith(f"{'small':<12} {'pipeline x1':<20} ")
     )
-    assert row.split()[-2] == f"{ceiling['total'] / (small['total'] - small['workers']):.2f}", row
+    assert row.split()[-3] == f"{ceiling['total'] / (small['total'] - small['workers']):.2f}", row
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "throughput.png").stat().st_size > 0
