@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import os
 import resource
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from graph_ingest.settings import Settings
@@ -73,27 +72,44 @@ def tree_cpu_s(root: int, children: Mapping[int, list[int]]) -> float:
     return total
 
 
-def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
-    """Each live thread of ``pid``: its name (comm) and CPU seconds, by thread id."""
-    threads: dict[int, tuple[str, float]] = {}
+def _thread_stats(pid: int) -> Iterator[tuple[int, str, list[str]]]:
+    """Each live thread of ``pid``: its id, its name (comm) and its stat fields after the name."""
     for entry in os.scandir(f"/proc/{pid}/task"):
         try:
             text = Path(entry.path, "stat").read_text(encoding="ascii", errors="replace")
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended while /proc was read
             continue
-        fields = text.rsplit(")", 1)[1].split()
         name = text[text.index("(") + 1 : text.rindex(")")]
-        threads[int(entry.name)] = name, (int(fields[11]) + int(fields[12])) / TICKS_PER_S
-    return threads
+        yield int(entry.name), name, text.rsplit(")", 1)[1].split()
 
 
-def jit_cpu_s(pid: int) -> float:
-    """CPU seconds the JIT compiler threads of the JVM ``pid`` have spent (0 once it is gone)."""
+def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
+    """Each live thread of ``pid``: its name (comm) and CPU seconds, by thread id."""
+    return {
+        tid: (name, (int(fields[11]) + int(fields[12])) / TICKS_PER_S)
+        for tid, name, fields in _thread_stats(pid)
+    }
+
+
+def jit_threads_s(pid: int) -> dict[tuple[int, int], float]:
+    """Each live JIT compiler thread of the JVM ``pid``, by (thread id, start tick), and its CPU
+    seconds to the nanosecond (schedstat); empty once the JVM is gone.
+
+    By thread, because HotSpot starts and ends compiler threads as its queue grows and drains: a
+    sum would lose a whole thread's CPU when it ends inside a window."""
+    threads: dict[tuple[int, int], float] = {}
     try:
-        threads = thread_cpu_s(pid)
+        for tid, name, fields in _thread_stats(pid):
+            if not name.startswith(JIT_THREAD_PREFIXES):
+                continue
+            try:
+                schedstat = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text(encoding="ascii")
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            threads[tid, int(fields[19])] = int(schedstat.split()[0]) / 1e9
     except FileNotFoundError:
-        return 0.0
-    return sum(s for name, s in threads.values() if name.startswith(JIT_THREAD_PREFIXES))
+        return {}
+    return threads
 
 
 def _self_cpu_s() -> float:
@@ -101,19 +117,19 @@ def _self_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-@dataclass(frozen=True)
-class CpuReading:
-    """CPU seconds of each group at one moment, and of it the JVM services' JIT compilers'."""
-
-    seconds: dict[str, float]
-    jit: dict[str, float]
-
-    def __sub__(self, earlier: CpuReading) -> dict[str, float]:
-        return _spent(self.seconds, earlier.seconds)
-
-
 def _spent(now: Mapping[str, float], earlier: Mapping[str, float]) -> dict[str, float]:
     return {g: now[g] - earlier.get(g, 0.0) for g in now}
+
+
+def _jit_spent(
+    now: Mapping[str, Mapping[tuple[int, int], float]],
+    earlier: Mapping[str, Mapping[tuple[int, int], float]],
+) -> dict[str, float]:
+    """By thread: one that started inside the window counts whole, one that ended counts 0."""
+    return {
+        group: sum(s - earlier.get(group, {}).get(thread, 0.0) for thread, s in threads.items())
+        for group, threads in now.items()
+    }
 
 
 class CpuGroups:
@@ -123,7 +139,8 @@ class CpuGroups:
         self._groups = {name: tuple(pids) for name, pids in groups.items()}
         self._client = client
 
-    def read(self) -> CpuReading:
+    def seconds(self) -> dict[str, float]:
+        """CPU seconds of each group now."""
         children = _children_by_parent()
         seconds = {
             name: sum(tree_cpu_s(pid, children) for pid in pids)
@@ -131,12 +148,15 @@ class CpuGroups:
         }
         if self._client:
             seconds[CLIENT] = _self_cpu_s()
-        jit = {
-            name: sum(jit_cpu_s(pid) for pid in pids)
+        return seconds
+
+    def jit_threads(self) -> dict[str, dict[tuple[int, int], float]]:
+        """The JIT compiler threads' CPU seconds of each JVM group now, by thread."""
+        return {
+            name: {thread: s for pid in pids for thread, s in jit_threads_s(pid).items()}
             for name, pids in self._groups.items()
             if name in JVM_SERVICES
         }
-        return CpuReading(seconds, jit)
 
 
 def stack_pids(settings: Settings, names: Iterable[str] = STACK_SERVICES) -> dict[str, list[int]]:
@@ -153,7 +173,8 @@ def stack_pids(settings: Settings, names: Iterable[str] = STACK_SERVICES) -> dic
 
 def jvm_lifetimes(settings: Settings) -> dict[str, dict[str, float]]:
     """Each JVM service of the running stack since it started: its age, its CPU seconds, and of
-    them its JIT compilers'. How warm the stack is that a run measured on."""
+    them its JIT compilers' (those still running: at least what it spent compiling). How warm the
+    stack is that a run measured on."""
     with open("/proc/uptime", encoding="ascii") as uptime:
         now_s = float(uptime.read().split()[0])
     lifetimes = {}
@@ -164,7 +185,7 @@ def jvm_lifetimes(settings: Settings) -> dict[str, dict[str, float]]:
         lifetimes[name] = {
             "age_s": now_s - int(fields[19]) / TICKS_PER_S,
             "cpu_s": _own_and_reaped_s(pid),
-            "jit_s": jit_cpu_s(pid),
+            "jit_s": sum(jit_threads_s(pid).values()),
         }
     return lifetimes
 
@@ -175,17 +196,21 @@ class CpuWindow:
 
     def __init__(self, groups: CpuGroups) -> None:
         self._groups = groups
-        self._start: CpuReading | None = None
+        self._start_seconds: dict[str, float] | None = None
+        self._start_jit: dict[str, dict[tuple[int, int], float]] = {}
         self.spent: dict[str, float] = {}
         self.jit_spent: dict[str, float] = {}
 
     def start(self) -> None:
-        self._start = self._groups.read()
+        # The JIT is read after the totals here and before them in stop(), so that its window
+        # lies inside theirs and it cannot come out larger than the group it is part of.
+        self._start_seconds = self._groups.seconds()
+        self._start_jit = self._groups.jit_threads()
 
     def stop(self) -> dict[str, float]:
-        if self._start is None:
+        if self._start_seconds is None:
             raise RuntimeError("CpuWindow.stop() before start()")
-        end = self._groups.read()
-        self.spent = end - self._start
-        self.jit_spent = _spent(end.jit, self._start.jit)
+        end_jit = self._groups.jit_threads()
+        self.spent = _spent(self._groups.seconds(), self._start_seconds)
+        self.jit_spent = _jit_spent(end_jit, self._start_jit)
         return self.spent

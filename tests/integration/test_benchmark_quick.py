@@ -37,6 +37,10 @@ CPU_GROUPS = {
 }
 IDLE_GROUPS = {"applier", "planner", "projector", *STACK_GROUPS}
 JVM_GROUPS = {"kafka", "neo4j"}
+# How far a window's JIT may come out above its JVM's total: the total is read in clock ticks
+# (utime and stime, each truncated: 2 ticks), the JIT threads' in nanoseconds that lag by up to a
+# scheduler tick (<= 1 clock tick) for each compiler thread that is running (two on two cores)
+JIT_OVER_TOTAL_SLACK_S = 4 / os.sysconf("SC_CLK_TCK")
 
 
 def test_the_quick_benchmark_applies_every_workload_every_way_exactly(
@@ -70,7 +74,7 @@ def test_the_quick_benchmark_applies_every_workload_every_way_exactly(
         # and, of its JVM services' CPU, what their JIT compilers spent
         jit = run["jit_s"]
         assert set(jit) == CPU_GROUPS[run["method"]] & JVM_GROUPS, run
-        assert all(0 <= jit[group] <= spent[group] for group in jit), run
+        assert all(0 <= jit[group] <= spent[group] + JIT_OVER_TOTAL_SLACK_S for group in jit), run
     # and the idle pipeline's, for each worker and service
     idle = report["idle"]
     assert set(idle["cpu_s"]) == IDLE_GROUPS
