@@ -11,7 +11,12 @@ message it fetches, in this process's CPU time (``time.process_time``), best of 
 * ``fingerprint``: the plan's fingerprint recomputed and compared (``verify_fingerprint``);
 * ``verified_plan``: the three together, as the consumer calls them;
 * ``decode_message``: the whole decoder on a Kafka message with the planner's headers (built
-  in memory: ``confluent_kafka.Message``), what the ``decode-ahead`` thread runs.
+  in memory: ``confluent_kafka.Message``), what the ``decode-ahead`` thread runs;
+* ``decode_message, batch kept``: the same, each plan kept until a batch's worth
+  (``applier.batch_max_plans``) is decoded, as the applier holds a batch until it is applied:
+  the objects survive into the collector's scans and new memory, as in a worker.
+
+Every step runs under the workers' garbage-collector thresholds (``GRAPH_INGEST_GC__*``).
 
 Prints µs per plan, and per element (node or edge upserted or deleted) for the large plans.
 """
@@ -27,12 +32,15 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 from workloads import build
 
+from graph_ingest.cli.gc_policy import tune_collector
 from graph_ingest.consumers.plan_message import decode_message, verified_plan
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
 from graph_ingest.kafka.consumer import read_retry
 from graph_ingest.kafka.headers import headers_of
 from graph_ingest.schemas.codec import read_single_object
 from graph_ingest.schemas.registry import PLAN
+from graph_ingest.settings.applier import ApplierSettings
+from graph_ingest.settings.gc import GcSettings
 
 TOPIC = "ingestion.plans"
 MAX_PLAN_BYTES = 64 * 1024 * 1024
@@ -81,6 +89,20 @@ def decode_whole(message: Message) -> object:
     return decoded
 
 
+class KeptForABatch:
+    """``decode_whole``, each result kept until ``batch`` of them are decoded, then all let go."""
+
+    def __init__(self, batch: int) -> None:
+        self._batch = batch
+        self._kept: list[object] = []
+
+    def __call__(self, message: Message) -> object:
+        self._kept.append(decoded := decode_whole(message))
+        if len(self._kept) >= self._batch:
+            self._kept = []
+        return decoded
+
+
 def measure(kind: str, count: int, repeat: int) -> dict[str, float]:
     values, messages, elements = kafka_messages(kind, count)
     records = [read_single_object(v, PLAN) for v in values]
@@ -91,6 +113,10 @@ def measure(kind: str, count: int, repeat: int) -> dict[str, float]:
         "fingerprint": (IngestionPlan.verify_fingerprint, plans),
         "verified_plan": (verified_plan, values),
         "decode_message": (decode_whole, messages),
+        "decode_message, batch kept": (
+            KeptForABatch(ApplierSettings().batch_max_plans),
+            messages,
+        ),
     }
     return step_costs(steps, repeat, elements)
 
@@ -112,6 +138,7 @@ def report(
     parser.add_argument("--large", type=int, default=5, help="large plans (1,000 + 1,000)")
     parser.add_argument("--repeat", type=int, default=5, help="passes; the best is kept")
     args = parser.parse_args()
+    tune_collector(GcSettings())
     small_costs = measure("small", args.small, args.repeat)
     large_costs = measure("large", args.large, args.repeat)
     names = [name for name in small_costs if name != "elements"]
