@@ -128,7 +128,11 @@ def _loops(settings: Settings) -> list[tuple[Settings, list[str]]]:
                 "worker_id": f"{applier.worker_id}/retry",
             }
         )
-        loops.append((settings.model_copy(update={"applier": retry}), ladder.tier_topics))
+        # The tiers' loop idles while the plans loop holds a batch: it must not collect then
+        no_idle_gc = settings.gc.model_copy(update={"idle_collect_min": 0})
+        loops.append(
+            (settings.model_copy(update={"applier": retry, "gc": no_idle_gc}), ladder.tier_topics)
+        )
     return loops
 
 

@@ -1,5 +1,6 @@
 """A worker's garbage-collector thresholds come from GRAPH_INGEST_GC__* (issue 20): the young
-generation's is set, the older generations' are kept."""
+generation's is set, the older generations' are kept; a worker about to wait collects its young
+objects once enough are pending (``collect_young_garbage``)."""
 
 import gc
 from collections.abc import Iterator
@@ -8,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from graph_ingest.cli.gc_policy import tune_collector
+from graph_ingest.consumers.runtime import collect_young_garbage
 from graph_ingest.settings import Settings
 from graph_ingest.settings.gc import GcSettings
 
@@ -38,3 +40,56 @@ def test_the_threshold_comes_from_the_environment(monkeypatch: pytest.MonkeyPatc
 def test_a_threshold_that_would_switch_the_collector_off_is_refused(value: int) -> None:
     with pytest.raises(ValidationError, match="young_threshold"):
         GcSettings(young_threshold=value)
+
+
+@pytest.fixture
+def young_collections() -> Iterator[list[int]]:
+    """The objects each young collection found unreachable, with automatic ones switched off."""
+    found: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 0:
+            found.append(info["collected"])
+
+    gc.collect()
+    gc.set_threshold(1_000_000_000, *gc.get_threshold()[1:])
+    gc.callbacks.append(record)
+    yield found
+    gc.callbacks.remove(record)
+
+
+def garbage_in_cycles(count: int) -> None:
+    for _ in range(count):
+        cycle: list[object] = []
+        cycle.append(cycle)
+
+
+def test_enough_young_objects_are_collected_now(young_collections: list[int]) -> None:
+    garbage_in_cycles(500)
+
+    collect_young_garbage(at_least=100)
+
+    assert len(young_collections) == 1 and young_collections[0] >= 500
+    assert gc.get_count()[0] < 100
+
+
+def test_fewer_young_objects_than_asked_for_wait(young_collections: list[int]) -> None:
+    garbage_in_cycles(500)
+
+    collect_young_garbage(at_least=100_000)
+
+    assert young_collections == []
+    assert gc.get_count()[0] >= 500
+
+
+def test_zero_never_collects(young_collections: list[int]) -> None:
+    garbage_in_cycles(500)
+
+    collect_young_garbage(at_least=0)
+
+    assert young_collections == []
+
+
+def test_a_negative_minimum_is_refused() -> None:
+    with pytest.raises(ValidationError, match="idle_collect_min"):
+        GcSettings(idle_collect_min=-1)

@@ -11,6 +11,7 @@ hooks after the worker's own bookkeeping.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,14 @@ def poll_timeout(consumer: TypedConsumer[Any], timeout_s: float) -> float:
     if due_in is None:
         return timeout_s
     return min(timeout_s, max(due_in, 0.001))
+
+
+def collect_young_garbage(at_least: int) -> None:
+    """Collect the young generation now if it holds at least ``at_least`` objects (0: never).
+    For a worker about to wait for input: the collection's pause falls there, not on a message
+    (``GcSettings.idle_collect_min``)."""
+    if at_least and gc.get_count()[0] >= at_least:
+        gc.collect(0)
 
 
 def paused_wait(

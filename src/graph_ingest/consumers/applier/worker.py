@@ -30,7 +30,12 @@ from graph_ingest.consumers.breakers import Breakers, Controls, nothing_forced
 from graph_ingest.consumers.decode_ahead import DecodeAhead
 from graph_ingest.consumers.offsets import OffsetCommitter
 from graph_ingest.consumers.plan_message import PlanMessage, decode_message
-from graph_ingest.consumers.runtime import RebalanceHooks, paused_wait, poll_timeout
+from graph_ingest.consumers.runtime import (
+    RebalanceHooks,
+    collect_young_garbage,
+    paused_wait,
+    poll_timeout,
+)
 from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.hooks import Hooks
 from graph_ingest.kafka.consumer import TypedConsumer
@@ -115,20 +120,11 @@ class ApplierWorker:
                 # Plans deferred from the last batch are work at hand: take what has arrived
                 # since without waiting for more (the poll timeout is for an idle input).
                 poll_s = 0.0 if self._pending else settings.poll_timeout_s
+                if not self._pending and not self._ahead.in_flight:  # about to wait for plans
+                    collect_young_garbage(self._settings.gc.idle_collect_min)
                 self._consume(poll_s, settings.batch_linger_s)
-                if not self._pending:
-                    continue
-                batch, self._pending = select_batch(
-                    self._pending,
-                    settings.batch_max_plans,
-                    settings.batch_max_bytes,
-                    settings.batch_max_locks,
-                    self._footprints,
-                )
-                self._fetch_ahead()
-                if self._apply_with_retry(batch, stop) is None:
+                if self._pending and not self._apply_next_batch(stop):
                     break
-                self._offsets.commit()
         except BaseException:
             self._observe_degradation(healthy=False)
             raise
@@ -137,6 +133,24 @@ class ApplierWorker:
             self._consumer.close()
             self._ahead.close()
             log.info("applier stopped")
+
+    def _apply_next_batch(self, stop: threading.Event) -> bool:
+        """Apply a batch of the pending plans; False if asked to stop first. The batch is let go
+        on return: an idle collection (``collect_young_garbage``) must not find it alive, or it
+        would scan it and promote it to the older generations."""
+        settings = self._settings.applier
+        batch, self._pending = select_batch(
+            self._pending,
+            settings.batch_max_plans,
+            settings.batch_max_bytes,
+            settings.batch_max_locks,
+            self._footprints,
+        )
+        self._fetch_ahead()
+        if self._apply_with_retry(batch, stop) is None:
+            return False
+        self._offsets.commit()
+        return True
 
     # -- polling ---------------------------------------------------------------------------
 
