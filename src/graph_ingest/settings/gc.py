@@ -24,7 +24,7 @@ class GcSettings(Section):
         ge=0,
         description="when the applier has nothing to apply and is about to wait for plans, it"
         " collects its young objects if at least this many are pending (0: never). Under a"
-        " trickle the young generation fills with the Neo4j driver's garbage in cycles (about 90"
+        " trickle the young generation fills with the Neo4j driver's garbage in cycles (~110"
         " objects per transaction) and is collected by young_threshold in one pause of 50,000"
         " objects, 18-75 ms on this machine kind, which the plan that arrives then waits out"
         " (issue 20). Collected while idle, a pause is 1-2.5 ms and falls between plans; under"
