@@ -58,7 +58,7 @@ class Run:
         """Each group's CPU per measured plan, and their ``total``."""
         if self.cpu_s is None:
             return None
-        per_plan = {g: s * 1000 / self.plans for g, s in self.cpu_s.items()}
+        per_plan = self._ms_per_plan(self.cpu_s)
         return {**per_plan, "total": sum(per_plan.values())}
 
     @property
@@ -66,7 +66,10 @@ class Run:
         """Of ``cpu_ms_per_plan``, the JVM services' JIT compilers' share, by group."""
         if self.jit_s is None:
             return None
-        return {g: s * 1000 / self.plans for g, s in self.jit_s.items()}
+        return self._ms_per_plan(self.jit_s)
+
+    def _ms_per_plan(self, seconds: dict[str, float]) -> dict[str, float]:
+        return {g: s * 1000 / self.plans for g, s in seconds.items()}
 
     def as_dict(self) -> dict[str, Any]:
         return {
