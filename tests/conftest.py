@@ -24,6 +24,7 @@ from graph_ingest.stack.envvars import stack_env as env_for
 from graph_ingest.stack.locks import file_lock
 from graph_ingest.stack.manager import LocalStack
 from graph_ingest.stack.process import is_running, read_pid
+from tests.young_collections import YoungCollection, young_collections
 
 logger = logging.getLogger(__name__)
 
@@ -140,3 +141,11 @@ def stack_settings(local_stack: LocalStack) -> Settings:
 def stack_env(stack_settings: Settings) -> dict[str, str]:
     """GRAPH_INGEST_* variables that make Settings() in a subprocess use the test stack."""
     return env_for(stack_settings)
+
+
+@pytest.fixture
+def young_gc_collections() -> Iterator[list[YoungCollection]]:
+    """The garbage collector's young collections during the test, automatic ones switched off
+    (``tests/young_collections.py``)."""
+    with young_collections() as seen:
+        yield seen

@@ -4,11 +4,6 @@ its retry tiers' loop, idle while the plans loop holds a batch, never does."""
 
 from __future__ import annotations
 
-import gc
-import threading
-from collections import Counter
-from collections.abc import Iterator
-
 import pytest
 
 from graph_ingest.domain.stages import Stage
@@ -16,29 +11,13 @@ from graph_ingest.settings.gc import GcSettings
 from graph_ingest.waiting import wait_until
 from tests.integration.pipeline import Pipeline
 from tests.integration.test_applier import doc_v1
+from tests.young_collections import YoungCollection
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 
-@pytest.fixture
-def young_collections_by_thread() -> Iterator[Counter[str]]:
-    """Young collections by the name of the thread that ran them; none happen by themselves."""
-    by_thread: Counter[str] = Counter()
-
-    def record(phase: str, info: dict[str, int]) -> None:
-        if phase == "stop" and info["generation"] == 0:
-            by_thread[threading.current_thread().name] += 1
-
-    thresholds = gc.get_threshold()
-    gc.set_threshold(1_000_000_000, *thresholds[1:])
-    gc.callbacks.append(record)
-    yield by_thread
-    gc.callbacks.remove(record)
-    gc.set_threshold(*thresholds)
-
-
 def test_an_idle_applier_collects_its_young_garbage_and_its_tiers_loop_never(
-    pipeline: Pipeline, young_collections_by_thread: Counter[str]
+    pipeline: Pipeline, young_gc_collections: list[YoungCollection]
 ) -> None:
     # Given an applier (its plans loop on the thread "applier", its tiers' on "retry-tiers") that
     # collects while idle once 100 young objects are pending, and no collection otherwise
@@ -50,9 +29,9 @@ def test_an_idle_applier_collects_its_young_garbage_and_its_tiers_loop_never(
     pipeline.wait_stage(plan.operation_id, Stage.COMPLETED)
     # Then its plans loop collects before it waits again
     wait_until(
-        lambda: young_collections_by_thread["applier"] > 0 or None,
+        lambda: any(c.thread == "applier" for c in young_gc_collections) or None,
         timeout_s=30,
         what="the idle applier's young collection",
     )
     # and its tiers' loop, idle all along, did not
-    assert young_collections_by_thread["retry-tiers"] == 0, young_collections_by_thread
+    assert not any(c.thread == "retry-tiers" for c in young_gc_collections), young_gc_collections

@@ -12,6 +12,7 @@ from graph_ingest.cli.gc_policy import tune_collector
 from graph_ingest.consumers.runtime import collect_young_garbage
 from graph_ingest.settings import Settings
 from graph_ingest.settings.gc import GcSettings
+from tests.young_collections import YoungCollection
 
 
 @pytest.fixture(autouse=True)
@@ -42,52 +43,40 @@ def test_a_threshold_that_would_switch_the_collector_off_is_refused(value: int) 
         GcSettings(young_threshold=value)
 
 
-@pytest.fixture
-def young_collections() -> Iterator[list[int]]:
-    """The objects each young collection found unreachable, with automatic ones switched off."""
-    found: list[int] = []
-
-    def record(phase: str, info: dict[str, int]) -> None:
-        if phase == "stop" and info["generation"] == 0:
-            found.append(info["collected"])
-
-    gc.collect()
-    gc.set_threshold(1_000_000_000, *gc.get_threshold()[1:])
-    gc.callbacks.append(record)
-    yield found
-    gc.callbacks.remove(record)
-
-
 def garbage_in_cycles(count: int) -> None:
     for _ in range(count):
         cycle: list[object] = []
         cycle.append(cycle)
 
 
-def test_enough_young_objects_are_collected_now(young_collections: list[int]) -> None:
+def test_enough_young_objects_are_collected_now(
+    young_gc_collections: list[YoungCollection],
+) -> None:
     garbage_in_cycles(500)
 
     collect_young_garbage(at_least=100)
 
-    assert len(young_collections) == 1 and young_collections[0] >= 500
+    assert len(young_gc_collections) == 1 and young_gc_collections[0].collected >= 500
     assert gc.get_count()[0] < 100
 
 
-def test_fewer_young_objects_than_asked_for_wait(young_collections: list[int]) -> None:
+def test_fewer_young_objects_than_asked_for_wait(
+    young_gc_collections: list[YoungCollection],
+) -> None:
     garbage_in_cycles(500)
 
     collect_young_garbage(at_least=100_000)
 
-    assert young_collections == []
+    assert young_gc_collections == []
     assert gc.get_count()[0] >= 500
 
 
-def test_zero_never_collects(young_collections: list[int]) -> None:
+def test_zero_never_collects(young_gc_collections: list[YoungCollection]) -> None:
     garbage_in_cycles(500)
 
     collect_young_garbage(at_least=0)
 
-    assert young_collections == []
+    assert young_gc_collections == []
 
 
 def test_a_negative_minimum_is_refused() -> None:
