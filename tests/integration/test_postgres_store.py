@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -41,7 +42,11 @@ from graph_ingest.store.failures import FailureAttempt
 from graph_ingest.store.migrate import migrate
 from graph_ingest.store.operations import NewOperation
 from graph_ingest.store.parking import StoredPlan
-from graph_ingest.store.postgres.registry import SELECT_REGISTRY, PostgresRegistryWriter
+from graph_ingest.store.postgres.registry import (
+    SELECT_REGISTRY,
+    PostgresRegistryWriter,
+    lookup_parameters,
+)
 from graph_ingest.store.postgres.store import PostgresOperationStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -707,12 +712,8 @@ def test_the_store_plans_a_prepared_statement_again_at_every_run_unless_told_oth
     # lookup's, made while the table was small, scanned the whole space with a linear search of
     # the batch's names per row as the registry grew: seconds per batch until autoanalyze.
     settings = pg.model_copy(update={"plan_cache_mode": mode})
-    batch = {  # a batch of 100 small plans' names: planned with them, a run looks costly
-        "space": [SPACE],
-        "entity_type": ["Person"],
-        "normalized_name": [f"name {i}" for i in range(1000)],
-        "node_id": [f"n{i}" for i in range(1000)],
-    }
+    # a batch of 100 small plans' names: planned with them, a run looks costly
+    batch = lookup_parameters([reg(f"Name {i}", f"n{i}") for i in range(1000)])
     with psycopg.connect(settings.conninfo()) as conn:
         for _ in range(8):
             conn.execute(SELECT_REGISTRY, batch, prepare=True)
@@ -722,6 +723,42 @@ def test_the_store_plans_a_prepared_statement_again_at_every_run_unless_told_oth
         ).fetchall()
     assert (generic > 0) is generic_plans_kept, (generic, custom)
     assert custom + generic == 8
+
+
+@pytest.mark.parametrize("analyzed", [False, True])
+def test_the_registry_lookup_reads_the_rows_of_its_keys_not_the_space(
+    pg: PostgresSettings, analyzed: bool
+) -> None:
+    # Issue 20: "space = ANY(..) AND entity_type = ANY(..) AND normalized_name = ANY(..)" was
+    # planned as a scan of the whole space, each row tested against the arrays, with statistics
+    # or without: O(registry) per batch. Now one index probe per key and per node.
+    stored = 20_000
+    # a batch of 10 small plans: 50 names stored, 50 new
+    batch = [reg(f"Name {i}", f"n{i}") for i in range(stored - 49, stored + 51)]
+    with psycopg.connect(pg.conninfo(), autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO entity_registry (space, entity_type, normalized_name, name, node_id)"
+            " SELECT %s, 'Person', 'name ' || g, 'Name ' || g, 'n' || g"
+            " FROM generate_series(1, %s) AS g",
+            (SPACE, stored),
+        )
+        if analyzed:
+            conn.execute("ANALYZE entity_registry")
+        ((plan,),) = conn.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + SELECT_REGISTRY, lookup_parameters(batch)
+        ).fetchall()
+        found = conn.execute(SELECT_REGISTRY, lookup_parameters(batch)).fetchall()
+
+    def rows_read(node: dict[str, Any]) -> int:
+        here = 0
+        if node.get("Relation Name") == "entity_registry":
+            here = (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node[
+                "Actual Loops"
+            ]
+        return here + sum(rows_read(child) for child in node.get("Plans", []))
+
+    assert rows_read(plan[0]["Plan"]) <= 2 * len(batch), json.dumps(plan, indent=1)[:4000]
+    assert len(found) == 2 * 50  # each stored row by its key and by its node
 
 
 def test_the_registry_lookup_is_planned_afresh_at_every_batch(pg: PostgresSettings) -> None:
