@@ -46,6 +46,7 @@ from graph_ingest.store.postgres.registry import (
     SELECT_REGISTRY,
     PostgresRegistryWriter,
     lookup_parameters,
+    registry_nodes,
 )
 from graph_ingest.store.postgres.store import PostgresOperationStore
 
@@ -713,7 +714,8 @@ def test_the_store_plans_a_prepared_statement_again_at_every_run_unless_told_oth
     # the batch's names per row as the registry grew: seconds per batch until autoanalyze.
     settings = pg.model_copy(update={"plan_cache_mode": mode})
     # a batch of 100 small plans' names: planned with them, a run looks costly
-    batch = lookup_parameters([reg(f"Name {i}", f"n{i}") for i in range(1000)])
+    registrations = [reg(f"Name {i}", f"n{i}") for i in range(1000)]
+    batch = lookup_parameters(registrations, registry_nodes(registrations))
     with psycopg.connect(settings.conninfo()) as conn:
         for _ in range(8):
             conn.execute(SELECT_REGISTRY, batch, prepare=True)
@@ -744,10 +746,11 @@ def test_the_registry_lookup_reads_the_rows_of_its_keys_not_the_space(
         )
         if analyzed:
             conn.execute("ANALYZE entity_registry")
+        parameters = lookup_parameters(batch, registry_nodes(batch))
         ((plan,),) = conn.execute(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + SELECT_REGISTRY, lookup_parameters(batch)
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + SELECT_REGISTRY, parameters
         ).fetchall()
-        found = conn.execute(SELECT_REGISTRY, lookup_parameters(batch)).fetchall()
+        found = conn.execute(SELECT_REGISTRY, parameters).fetchall()
 
     def rows_read(node: dict[str, Any]) -> int:
         here = 0

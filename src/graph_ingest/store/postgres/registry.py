@@ -97,10 +97,11 @@ class PostgresRegistryWriter(TransactionSession):
         if not registrations:
             return
         merged = merge_within_call(registrations)
-        self._execute(LOCK_REGISTRY_NODES, lock_keys(_nodes(merged)))
+        nodes = registry_nodes(merged)
+        self._execute(LOCK_REGISTRY_NODES, lock_keys(nodes))
         existing = [
             registry_row(row)
-            for row in self._fetch(SELECT_REGISTRY, lookup_parameters(merged), prepare=False)
+            for row in self._fetch(SELECT_REGISTRY, lookup_parameters(merged, nodes), prepare=False)
         ]
         check_against_existing(merged, existing)
         stored = {row.key: row for row in existing}
@@ -148,20 +149,23 @@ class PostgresRegistryReader(PooledReads):
         return {(row["entity_type"], row["normalized_name"]): row["node_id"] for row in found}
 
 
-def lookup_parameters(registrations: Sequence[EntityRegistration]) -> Columns:
-    """SELECT_REGISTRY's parameters: the registrations' keys and nodes, each sorted (the order
-    their rows are locked in)."""
+def registry_nodes(registrations: Sequence[EntityRegistration]) -> list[tuple[str, str]]:
+    """The registrations' nodes, (space, node_id), sorted: the order they are locked in."""
+    return sorted({(r.space, r.node_id) for r in registrations})
+
+
+def lookup_parameters(
+    registrations: Sequence[EntityRegistration], nodes: Sequence[tuple[str, str]]
+) -> Columns:
+    """SELECT_REGISTRY's parameters: the registrations' keys, sorted (the order their rows are
+    locked in), and their ``registry_nodes``."""
     return {
         **key_columns(
             ("space", "entity_type", "normalized_name"),
             sorted({registry_key(r) for r in registrations}),
         ),
-        **key_columns(("node_space", "node_id"), _nodes(registrations)),
+        **key_columns(("node_space", "node_id"), nodes),
     }
-
-
-def _nodes(registrations: Sequence[EntityRegistration]) -> list[tuple[str, str]]:
-    return sorted({(r.space, r.node_id) for r in registrations})
 
 
 def registration_columns(registrations: Sequence[EntityRegistration]) -> Columns:
