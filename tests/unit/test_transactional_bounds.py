@@ -49,3 +49,35 @@ def test_a_call_within_its_timeout_returns_what_it_returned_or_raises_what_it_ra
     assert producer()._bounded(answer, 0.1, "a") == ("a", 0.1)
     with pytest.raises(KafkaException):
         producer()._bounded(failing, 0.1)
+
+
+def test_calls_run_one_after_another_on_one_helper_thread_that_close_ends() -> None:
+    tx = producer()
+    ran_on = [tx._bounded(lambda timeout_s: threading.current_thread(), 0.1) for _ in range(3)]
+
+    assert len(set(ran_on)) == 1
+    assert ran_on[0] is not threading.current_thread()
+    tx.close()
+    ran_on[0].join(5)
+    assert not ran_on[0].is_alive()
+
+
+def test_the_call_after_an_overrun_gets_a_new_helper_and_the_stuck_one_ends_with_its_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(transactional, "CALL_GRACE_S", 0.1)
+    tx = producer()
+    released = threading.Event()
+    stuck_on: list[threading.Thread] = []
+
+    def stuck(timeout_s: float) -> None:
+        stuck_on.append(threading.current_thread())
+        released.wait(20)
+
+    with pytest.raises(KafkaUnavailable):
+        tx._bounded(stuck, 0.1)
+    assert tx._bounded(lambda timeout_s: threading.current_thread(), 0.1) is not stuck_on[0]
+
+    released.set()
+    stuck_on[0].join(5)
+    assert not stuck_on[0].is_alive()
