@@ -62,8 +62,7 @@ class CallThread:
 
     def __init__(self, name: str) -> None:
         self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self.thread.start()
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
 
     def submit(self, call: Callable[[], None]) -> None:
         self._calls.put(call)
