@@ -58,7 +58,11 @@ CALL_GRACE_S = 5.0
 class CallThread:
     """A daemon thread that runs the calls handed to it, one at a time, until stopped. Kept from
     call to call: a thread started and joined per call cost ~0.1 ms of CPU and of wall time
-    (issue 20), once for every relay batch and twice for every planner batch."""
+    (issue 20), once for every relay batch and twice for every planner batch.
+
+    Not a ``ThreadPoolExecutor``: its threads are joined at interpreter exit, so a librdkafka
+    call stuck in one (the very case this guards) would hold the worker's exit; this one is a
+    daemon."""
 
     def __init__(self, name: str) -> None:
         self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
