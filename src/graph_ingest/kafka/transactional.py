@@ -213,8 +213,7 @@ class TransactionalProducer:
             if failure:
                 raise failure[0]
             return outcome[0]
-        self._helper.stop()  # it ends when the stuck call does; the next call gets a new one
-        self._helper = None
+        self._retire_helper()  # it ends when the stuck call does; the next call gets a new one
         name = getattr(call, "__name__", "call")
         logger.error(
             "kafka[%s] %s: %s still blocked %.1fs past its %.1fs timeout: giving the client "
@@ -290,6 +289,10 @@ class TransactionalProducer:
         client, self._client = self._client, None
         if client is not None:
             client.close()
+        self._retire_helper()
+
+    def _retire_helper(self) -> None:
+        """Stop the helper thread (once its call in hand returns) and forget it."""
         if self._helper is not None:
             self._helper.stop()
             self._helper = None
