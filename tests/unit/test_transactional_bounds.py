@@ -74,10 +74,11 @@ def test_the_call_after_an_overrun_gets_a_new_helper_and_the_stuck_one_ends_with
         stuck_on.append(threading.current_thread())
         released.wait(20)
 
-    with pytest.raises(KafkaUnavailable):
-        tx._bounded(stuck, 0.1)
-    assert tx._bounded(lambda timeout_s: threading.current_thread(), 0.1) is not stuck_on[0]
-
-    released.set()
+    try:
+        with pytest.raises(KafkaUnavailable):
+            tx._bounded(stuck, 0.1)
+        assert tx._bounded(lambda timeout_s: threading.current_thread(), 0.1) is not stuck_on[0]
+    finally:
+        released.set()
     stuck_on[0].join(5)
     assert not stuck_on[0].is_alive()
