@@ -51,9 +51,9 @@ def test_chunks_come_out_in_the_order_they_went_in_decoded_on_another_thread(
     ahead.submit([usable(v) for v in (1, 2, 3)])
     ahead.submit([])  # nothing fetched: no chunk
     ahead.submit([usable(v) for v in (4, 5)])
-    assert ahead.in_flight == 2
+    assert (ahead.in_flight, ahead.messages) == (2, 5)
     assert [v for _, v in ahead.take()] == [1, 2, 3, 4, 5]
-    assert ahead.in_flight == 0
+    assert (ahead.in_flight, ahead.messages) == (0, 0)
     assert ahead.take() == []
     assert recorder.threads and threading.current_thread().name not in recorder.threads
     assert all(name.startswith("decode-ahead") for name in recorder.threads)
@@ -67,7 +67,7 @@ def test_discard_drops_what_it_is_told_to_even_while_still_decoding(
     ahead.submit([usable(v) for v in range(6, 9)])
     threading.Timer(0.05, recorder.release.set).start()
     ahead.discard(lambda decoded: decoded[0] == "p1")  # waits for the held decodes
-    assert ahead.in_flight == 1
+    assert (ahead.in_flight, ahead.messages) == (1, 5)
     ahead.submit([usable(11), usable(12)])
     assert [v for _, v in ahead.take()] == [0, 2, 4, 6, 8, 11, 12]
 
@@ -77,11 +77,13 @@ def test_discarding_everything_leaves_nothing_in_flight(
 ) -> None:
     ahead.submit([usable(1), usable(3)])
     ahead.discard(lambda decoded: True)
-    assert ahead.in_flight == 0
+    assert (ahead.in_flight, ahead.messages) == (0, 0)
     assert ahead.take() == []
 
 
 def test_a_decoder_that_raises_raises_on_take(ahead: DecodeAhead[tuple[str, int]]) -> None:
     ahead.submit([usable(1), usable(-1)])
+    ahead.submit([usable(3)])
     with pytest.raises(ValueError, match="cannot decode -1"):
         ahead.take()
+    assert ahead.messages == 1  # the chunk after the one that raised is still to take

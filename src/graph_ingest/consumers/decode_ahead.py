@@ -33,23 +33,30 @@ class DecodeAhead(Generic[M]):
     def __init__(self, decode: Callable[[Usable], M]) -> None:
         self._decode = decode
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode-ahead")
-        self._chunks: deque[Future[list[M]]] = deque()
+        self._chunks: deque[tuple[int, Future[list[M]]]] = deque()  # (messages, decoded)
 
     @property
     def in_flight(self) -> int:
         """Chunks submitted and not taken yet."""
         return len(self._chunks)
 
+    @property
+    def messages(self) -> int:
+        """Messages submitted (and not discarded) that are not taken yet."""
+        return sum(count for count, _ in self._chunks)
+
     def submit(self, fetched: Sequence[Usable]) -> None:
         if fetched:
-            self._chunks.append(self._executor.submit(self._decode_all, list(fetched)))
+            decoded = self._executor.submit(self._decode_all, list(fetched))
+            self._chunks.append((len(fetched), decoded))
 
     def take(self) -> list[M]:
         """Every submitted message, decoded, in order (waits for what is still decoding). A
         decoder that raised raises here."""
         taken: list[M] = []
         while self._chunks:
-            taken.extend(self._chunks.popleft().result())
+            _, decoded = self._chunks.popleft()
+            taken.extend(decoded.result())
         return taken
 
     def discard(self, drop: Callable[[M], bool]) -> None:
@@ -58,7 +65,7 @@ class DecodeAhead(Generic[M]):
         if kept:
             done: Future[list[M]] = Future()
             done.set_result(kept)
-            self._chunks.append(done)
+            self._chunks.append((len(kept), done))
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)

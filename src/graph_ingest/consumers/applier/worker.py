@@ -156,11 +156,12 @@ class ApplierWorker:
 
     def _consume(self, timeout_s: float, linger_s: float) -> None:
         """Add to the pending messages what was fetched ahead, or else what the owned partitions
-        deliver now (rebalance callbacks run inside the fetch, and may shrink ``_pending``: it is
-        extended only after the call returns)."""
+        deliver now, then what is at hand (rebalance callbacks run inside the fetch, and may
+        shrink ``_pending``: it is extended only after the call returns)."""
         if not self._ahead.in_flight:
             timeout_s = poll_timeout(self._consumer, timeout_s)  # wake up for a due retry
             self._fetch(max(self._wanted(), 1), timeout_s, linger_s)
+        self._fetch_ahead()  # arrived while the last batch applied: joins the next, not the one after
         polled = self._with_claims(self._ahead.take())
         self._offsets.tracker.consumed(polled)
         self._pending.extend(polled)
@@ -189,7 +190,7 @@ class ApplierWorker:
         self._ahead.submit(self._consumer.fetch(want, timeout_s, linger_s))
 
     def _wanted(self) -> int:
-        return self._settings.applier.batch_max_plans - len(self._pending)
+        return self._settings.applier.batch_max_plans - len(self._pending) - self._ahead.messages
 
     def _with_claims(self, polled: list[PlanMessage]) -> list[PlanMessage]:
         """Claim-check messages with their stored plans. If PostgreSQL cannot be asked now, each
