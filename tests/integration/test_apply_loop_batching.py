@@ -12,17 +12,18 @@ from confluent_kafka import TopicPartition
 from graph_ingest.consumers.applier.worker import ApplierWorker
 from graph_ingest.domain.mutation import Mutation
 from graph_ingest.domain.plan import GraphOptions, IngestionPlan
+from graph_ingest.graph.neo4j import Neo4jGraphWriter
 from graph_ingest.settings import Settings
 from graph_ingest.waiting import wait_until
 from graph_ingest.wiring import build_applier, postgres_store, started
 from tests.integration.conftest import PipelineFactory
-from tests.integration.pipeline import CountingWriter, Pipeline
+from tests.integration.pipeline import Pipeline
 from tests.samples import Entity, sample_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 
-class FirstWriteHeld(CountingWriter):
+class FirstWriteHeld(Neo4jGraphWriter):
     """The real Neo4j writer, recording the nodes of each batch it writes and holding its first
     write until ``release`` is set."""
 
@@ -47,6 +48,10 @@ def lone_plan(pipeline: Pipeline, number: int) -> IngestionPlan:
     )
 
 
+def upserted_nodes(plans: Sequence[IngestionPlan]) -> set[str]:
+    return {n.node_id for p in plans for n in p.mutation.node_upserts}
+
+
 def fetched_end(worker: ApplierWorker, topic: str) -> int:
     """The end of ``topic``'s partition 0 as the worker's client last fetched it (its cached
     high watermark: the messages before it are in the client's queue or taken)."""
@@ -59,7 +64,6 @@ def test_plans_that_arrive_while_a_batch_applies_join_the_plans_fetched_ahead_of
 ) -> None:
     pipeline = pipeline_factory(plan_partitions=1, batch_max_plans=3)
     plans = [lone_plan(pipeline, n) for n in range(6)]
-    node_of = {p.operation_id: p.mutation.node_upserts[0].node_id for p in plans}
     writer = FirstWriteHeld(pipeline.settings)
     store = postgres_store(pipeline.settings)
     stop = threading.Event()
@@ -89,7 +93,4 @@ def test_plans_that_arrive_while_a_batch_applies_join_the_plans_fetched_ahead_of
             stop.set()
             thread.join(timeout=60)
     # The plan fetched ahead did not go alone: what arrived meanwhile joined it
-    assert writer.batches == [
-        {node_of[p.operation_id] for p in plans[:3]},
-        {node_of[p.operation_id] for p in plans[3:]},
-    ]
+    assert writer.batches == [upserted_nodes(plans[:3]), upserted_nodes(plans[3:])]
