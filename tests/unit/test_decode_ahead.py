@@ -1,4 +1,5 @@
-"""DecodeAhead: chunks decoded in order on one background thread; discard and errors."""
+"""DecodeAhead: chunks decoded in order on one background thread, or on the caller's when taken at
+once; discard and errors."""
 
 from __future__ import annotations
 
@@ -20,14 +21,14 @@ class Recorder:
     """A decoder that records the thread it ran on and can be held until released."""
 
     def __init__(self) -> None:
-        self.threads: set[str] = set()
+        self.threads_by_value: dict[int, str] = {}
         self.release = threading.Event()
         self.release.set()
 
     def __call__(self, item: Usable) -> tuple[str, int]:
         self.release.wait(5)
-        self.threads.add(threading.current_thread().name)
         value = cast(Any, item)[0]
+        self.threads_by_value[value] = threading.current_thread().name
         if value < 0:
             raise ValueError(f"cannot decode {value}")
         return ("p0" if value % 2 == 0 else "p1", value)
@@ -55,8 +56,33 @@ def test_chunks_come_out_in_the_order_they_went_in_decoded_on_another_thread(
     assert [v for _, v in ahead.take()] == [1, 2, 3, 4, 5]
     assert (ahead.in_flight, ahead.messages) == (0, 0)
     assert ahead.take() == []
-    assert recorder.threads and threading.current_thread().name not in recorder.threads
-    assert all(name.startswith("decode-ahead") for name in recorder.threads)
+    threads = set(recorder.threads_by_value.values())
+    assert threads and threading.current_thread().name not in threads
+    assert all(name.startswith("decode-ahead") for name in threads)
+
+
+def test_decode_now_decodes_on_the_callers_thread_after_the_chunks_in_flight(
+    ahead: DecodeAhead[tuple[str, int]], recorder: Recorder
+) -> None:
+    recorder.release.clear()  # the thread's chunk is still decoding when decode_now runs
+    ahead.submit([usable(1), usable(2)])
+    threading.Timer(0.05, recorder.release.set).start()
+    ahead.decode_now([usable(3), usable(4)])
+    ahead.decode_now([])  # nothing fetched: no chunk
+    assert (ahead.in_flight, ahead.messages) == (2, 4)
+    assert [v for _, v in ahead.take()] == [1, 2, 3, 4]
+    caller = threading.current_thread().name
+    assert recorder.threads_by_value[3] == recorder.threads_by_value[4] == caller
+    assert recorder.threads_by_value[1].startswith("decode-ahead")
+
+
+def test_decode_now_raises_at_once_and_queues_nothing_of_its_chunk(
+    ahead: DecodeAhead[tuple[str, int]],
+) -> None:
+    ahead.submit([usable(1)])
+    with pytest.raises(ValueError, match="cannot decode -2"):
+        ahead.decode_now([usable(3), usable(-2)])
+    assert [v for _, v in ahead.take()] == [1]
 
 
 def test_discard_drops_what_it_is_told_to_even_while_still_decoding(

@@ -38,7 +38,7 @@ from graph_ingest.consumers.runtime import (
 )
 from graph_ingest.domain.degradation import DegradationEvent, DegradationLevel
 from graph_ingest.hooks import Hooks
-from graph_ingest.kafka.consumer import TypedConsumer
+from graph_ingest.kafka.consumer import TypedConsumer, Usable
 from graph_ingest.kafka.records import Partition, Position
 from graph_ingest.resilience.backoff import Backoff
 from graph_ingest.resilience.breaker import BreakerState
@@ -146,7 +146,7 @@ class ApplierWorker:
             settings.batch_max_locks,
             self._footprints,
         )
-        self._fetch_ahead()
+        self._fetch_at_hand(self._ahead.submit)
         if self._apply_with_retry(batch, stop) is None:
             return False
         self._offsets.commit()
@@ -160,8 +160,9 @@ class ApplierWorker:
         shrink ``_pending``: it is extended only after the call returns)."""
         if not self._ahead.in_flight:
             timeout_s = poll_timeout(self._consumer, timeout_s)  # wake up for a due retry
-            self._fetch(max(self._wanted(), 1), timeout_s, linger_s)
-        self._fetch_ahead()  # arrived while the last batch applied: joins the next, not the one after
+            waited = self._consumer.fetch(max(self._wanted(), 1), timeout_s, linger_s)
+            self._ahead.decode_now(waited)
+        self._fetch_at_hand(self._ahead.decode_now)  # arrived during the last apply: joins the next
         polled = self._with_claims(self._ahead.take())
         self._offsets.tracker.consumed(polled)
         self._pending.extend(polled)
@@ -180,14 +181,11 @@ class ApplierWorker:
             ]
         )
 
-    def _fetch_ahead(self) -> None:
-        """Fetch what is already at hand for the next batch, so it decodes while this one
-        applies (``decode_ahead``)."""
+    def _fetch_at_hand(self, decode: Callable[[Sequence[Usable]], None]) -> None:
+        """Fetch what is already at hand for the next batch: ``DecodeAhead.submit`` decodes it
+        while this batch applies, ``DecodeAhead.decode_now`` for a batch about to form."""
         if (want := self._wanted()) > 0:
-            self._fetch(want, 0.0, 0.0)
-
-    def _fetch(self, want: int, timeout_s: float, linger_s: float) -> None:
-        self._ahead.submit(self._consumer.fetch(want, timeout_s, linger_s))
+            decode(self._consumer.fetch(want, 0.0, 0.0))
 
     def _wanted(self) -> int:
         return self._settings.applier.batch_max_plans - len(self._pending) - self._ahead.messages
