@@ -32,7 +32,8 @@ M = TypeVar("M")
 
 
 class DecodeAhead(Generic[M]):
-    """Chunks of fetched messages, decoded in order on one thread; ``close`` stops the thread."""
+    """Chunks of fetched messages, decoded in order on one thread (or, with ``decode_now``, on the
+    caller's); ``close`` stops the thread."""
 
     def __init__(self, decode: Callable[[Usable], M]) -> None:
         self._decode = decode
