@@ -76,6 +76,12 @@ class Neo4jService(JvmService):
             f"-Xms{HEAP}",
             f"-Xmx{HEAP}",
             "-XX:+UseG1GC",
+            # On a 1 GiB heap G1's regions are 1 MiB, so an object of 512 KiB or more is
+            # humongous. Our batches make Neo4j allocate such objects, and its GC log showed them
+            # starting concurrent mark cycles: on a stack that had run the benchmarks, GC took
+            # 14-19 % of Neo4j's CPU, 3-6 % with 4 MiB regions (docs/performance.md, twenty-first
+            # round).
+            "-XX:G1HeapRegionSize=4m",
             "-Djava.awt.headless=true",
             "-Dio.netty.tryReflectionSetAccessible=true",
             *ADD_OPENS,
