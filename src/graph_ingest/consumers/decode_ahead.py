@@ -9,14 +9,14 @@ switch interval. That costs no CPU to speak of (issue 20: handing over every 2 m
 instead left the thread's CPU per plan unchanged); the profile's samples on that line are the
 thread waiting for the GIL back while the apply runs, not work.
 
-The thread itself is not free: with every fetch decoded on the loop's thread instead, the
-workers spent up to 0.1 ms less CPU per small plan at a backlog, but took 7-34 % longer to drain
-it (issue 20: seven alternating pairs of eight each way); at 300 plans/s the two did not differ.
-It stays for the rate.
-
 Messages the caller takes at once (``decode_now``) are decoded on its own thread instead: waking
 the thread only to wait for it made the loop wait longer (issue 20: publish → PREPARED p50 fell
 in nine alternating pairs of nine at 300 to 450 plans/s, by 1.5 to 31 ms; the workers' CPU held).
+
+The thread itself is not free: with the fetch made before an apply decoded on the caller's
+thread too, the workers spent up to 0.1 ms less CPU per small plan at a backlog, but the backlog
+took 7-34 % longer to drain (issue 20: each in seven alternating pairs of eight); at 300 plans/s
+the two did not differ. The thread stays for the rate.
 
 Order is kept: chunks come out in the order they went in, each in its own order. Everything that
 touches the consumer (polling, holds, rebalances, seeks) stays on the caller's thread; the caller
